@@ -1,0 +1,35 @@
+-- delete_queue: drop a queue and everything in it.
+--
+-- KEYS[1] meta (hash): the queue's settings and bookkeeping
+-- KEYS[2] visible (list): ids of visible messages
+-- KEYS[3] inflight (zset): ids in flight, scored by visibility expiry (ms)
+-- KEYS[4] delayed (zset): ids of delayed messages, scored by due time (ms)
+-- KEYS[5] messages (hash): id -> record
+-- KEYS[6] state (hash): id -> receive state
+-- KEYS[7] stats (hash): counters
+-- KEYS[8] events (stream): lifecycle events
+-- KEYS[9] outbox (hash): id -> message leaving for another queue
+-- KEYS[10] outbox_at (zset): outbox ids scored by when their move began (ms)
+-- KEYS[11] arrivals (zset): markers of moves already received (ms)
+-- KEYS[12] origins (hash): id -> queue a moved message came from
+--
+-- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): unused, kept for uniformity
+--
+-- Returns {OK, existed (0|1)}. UNLINK frees big collections off the main thread.
+local meta = KEYS[1]
+local visible = KEYS[2]
+local inflight = KEYS[3]
+local delayed = KEYS[4]
+local messages = KEYS[5]
+local state = KEYS[6]
+local stats = KEYS[7]
+local events = KEYS[8]
+local outbox = KEYS[9]
+local outbox_at = KEYS[10]
+local arrivals = KEYS[11]
+local origins = KEYS[12]
+
+local existed = redis.call('EXISTS', meta)
+redis.call('UNLINK', meta, visible, inflight, delayed, messages, state, stats,
+  events, outbox, outbox_at, arrivals, origins)
+return {OK, existed}

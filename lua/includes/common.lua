@@ -1,0 +1,70 @@
+-- Shared helpers, spliced in front of every script by smq/_scripts.py.
+-- Only `local` names here: real Redis and fakeredis both refuse globals.
+
+-- Status codes. A whole-call failure replies {code, detail}; batch replies
+-- carry one code per entry. smq/_errors.py maps each code to an exception
+-- (tests/test_contracts.py fails when the two tables drift apart).
+local OK = 0
+local E_QUEUE_MISSING = -1
+local E_TOO_LONG = -2
+local E_NOT_INFLIGHT = -3
+local E_STALE_RECEIPT = -4
+local E_CEILING = -5
+local E_OVER_LIMIT = -6
+local E_BAD_ARGUMENT = -7
+-- Positive per-entry outcomes of delete.
+local DELETED = 1
+local ALREADY_GONE = 2
+local STALE_IGNORED = 3
+
+-- 12 hours: no receipt keeps a message invisible longer than this after
+-- the receive that minted it.
+local CEILING_MS = 43200000
+
+local function fail(code, detail)
+  return {code, detail or ''}
+end
+
+-- Milliseconds since the epoch by the Redis server's clock. Tests may pass
+-- a time in ARGV[1]; production clients always pass ''.
+local function clock(override)
+  if override ~= '' then
+    return tonumber(override)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Integer ARGV, checked: scripts validate before they write, because Redis
+-- does not roll a script back after an error.
+local function int_arg(value, low, high)
+  local n = tonumber(value)
+  if n == nil or n ~= math.floor(n) or n < low or n > high then
+    return nil
+  end
+  return n
+end
+
+-- A message record is "<sent_ms>|<payload>"; only the sent time is read here.
+local function sent_ms_of(record)
+  return tonumber(string.match(record, '^(%d+)|'))
+end
+
+-- Receive state of a message: "<token>|<receive_count>|<first_ms>|<receive_ms>".
+local function parse_state(state)
+  local token, count, first, received = string.match(state, '^([^|]*)|(%d+)|(%d+)|(%d+)$')
+  return token, tonumber(count), tonumber(first), tonumber(received)
+end
+
+local function format_state(token, count, first, received)
+  return token .. '|' .. count .. '|' .. first .. '|' .. received
+end
+
+-- Lifecycle event, only when the queue keeps an event stream (events_max > 0).
+-- The receive count names the receipt without revealing its secret token.
+local function emit(events, events_max, now, kind, id, count, extra)
+  if events_max > 0 then
+    redis.call('XADD', events, 'MAXLEN', '~', events_max, '*',
+      'e', kind, 'm', id, 'n', count or 0, 't', now, 'x', extra or '')
+  end
+end

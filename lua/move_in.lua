@@ -1,0 +1,85 @@
+-- move_in: second step of a move: store messages arriving from another
+-- queue's outbox, once each, however often the step is repeated.
+--
+-- KEYS[1] meta (hash): the queue's settings and bookkeeping
+-- KEYS[2] visible (list): ids of visible messages (arrivals push on the left)
+-- KEYS[3] messages (hash): id -> record "<sent_ms>|<payload>"
+-- KEYS[4] state (hash): id -> receive state
+-- KEYS[5] stats (hash): counters
+-- KEYS[6] events (stream): lifecycle events
+-- KEYS[7] arrivals (zset): "<id>:<token>" markers of moves received, scored
+--         by arrival (ms); kept MARKER_TTL_MS, trimmed a few per call
+-- KEYS[8] origins (hash): id -> queue a moved message came from
+--
+-- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
+-- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
+-- ARGV[3] count (1-100): number of messages
+-- ARGV[4..] per message, 5 entries: id, token (of the move), origin (queue
+--           name), receive_count (kept on a dead-letter move, 0 on redrive),
+--           first_receive_ms, then the record: 6 entries in all
+--
+-- Returns {OK, stored_n} or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+local meta = KEYS[1]
+local visible = KEYS[2]
+local messages = KEYS[3]
+local state = KEYS[4]
+local stats = KEYS[5]
+local events = KEYS[6]
+local arrivals = KEYS[7]
+local origins = KEYS[8]
+local now = clock(ARGV[1])
+local wake_channel = ARGV[2]
+local count = int_arg(ARGV[3], 1, 100)
+
+local MARKER_TTL_MS = 86400000
+local TRIM_MAX = 100
+
+if count == nil or #ARGV ~= 3 + 6 * count then
+  return fail(E_BAD_ARGUMENT, 'move_in takes 1 to 100 messages of 6 arguments')
+end
+for i = 1, count do
+  local base = 6 * i - 2
+  if int_arg(ARGV[base + 3], 0, 1000000000) == nil or
+     int_arg(ARGV[base + 4], 0, 100000000000000) == nil or
+     sent_ms_of(ARGV[base + 5]) == nil then
+    return fail(E_BAD_ARGUMENT, 'bad receive count, time or record for message ' .. i)
+  end
+end
+local events_max = redis.call('HGET', meta, 'events_max')
+if events_max == false then
+  return fail(E_QUEUE_MISSING)
+end
+events_max = tonumber(events_max)
+
+local stale = redis.call('ZRANGEBYSCORE', arrivals, '-inf', now - MARKER_TTL_MS, 'LIMIT', 0, TRIM_MAX)
+if #stale > 0 then
+  redis.call('ZREM', arrivals, unpack(stale))
+end
+
+local stored = 0
+for i = 1, count do
+  local base = 6 * i - 2
+  local id = ARGV[base]
+  local marker = id .. ':' .. ARGV[base + 1]
+  local origin = ARGV[base + 2]
+  local receive_count = tonumber(ARGV[base + 3])
+  if redis.call('ZADD', arrivals, 'NX', now, marker) == 1 then
+    redis.call('HSET', messages, id, ARGV[base + 5])
+    if receive_count > 0 then
+      redis.call('HSET', state, id, format_state('', receive_count, ARGV[base + 4], 0))
+    else
+      redis.call('HDEL', state, id)
+    end
+    if origin ~= '' then
+      redis.call('HSET', origins, id, origin)
+    end
+    redis.call('LPUSH', visible, id)
+    stored = stored + 1
+    emit(events, events_max, now, 'moved_in', id, receive_count, origin)
+  end
+end
+if stored > 0 then
+  redis.call('HINCRBY', stats, 'moved_in', stored)
+  redis.call('PUBLISH', wake_channel, '1')
+end
+return {OK, stored}

@@ -1,0 +1,208 @@
+-- receive: hand out up to 10 visible messages, each under a new receipt.
+--
+-- KEYS[1] meta (hash): the queue's settings and bookkeeping
+-- KEYS[2] visible (list): ids of visible messages (received from the right)
+-- KEYS[3] inflight (zset): ids in flight, scored by visibility expiry (ms)
+-- KEYS[4] delayed (zset): ids of delayed messages, scored by due time (ms)
+-- KEYS[5] messages (hash): id -> record "<sent_ms>|<payload>"
+-- KEYS[6] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>"
+-- KEYS[7] stats (hash): counters
+-- KEYS[8] events (stream): lifecycle events
+-- KEYS[9] outbox (hash): id -> message leaving for the dead-letter queue
+-- KEYS[10] outbox_at (zset): outbox ids scored by when their move began (ms)
+--
+-- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
+-- ARGV[2] max_messages (1-10)
+-- ARGV[3] visibility_ms (0-43200000, or -1 for the queue's timeout)
+-- ARGV[4] token (string, unguessable, made by the client): the receipts' secret
+-- ARGV[5] queue_name (string): recorded as the origin of dead-lettered messages
+--
+-- Before handing out, it returns up to RECLAIM_MAX expired in-flight messages
+-- and up to PROMOTE_MAX due delayed messages to the visible list, and skips
+-- at most SKIP_MAX popped ids (deleted, past retention, or dead-lettered):
+-- bounded work whatever the backlog.
+--
+-- Returns {OK, next_due_ms, recover, wait_ms, moved_n, [id, outbox_entry] * moved_n,
+--          [id, record, receive_count, first_receive_ms] * received}
+--   next_due_ms: when nothing was received, ms until the next in-flight
+--     expiry or delay falls due (-1: none); else -1
+--   recover: 1 when an outbox entry has waited longer than STALE_MOVE_MS
+--   wait_ms: the queue's ReceiveMessageWaitTimeSeconds, in ms
+-- or {E_OVER_LIMIT, next_due_ms} | {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+local meta = KEYS[1]
+local visible = KEYS[2]
+local inflight = KEYS[3]
+local delayed = KEYS[4]
+local messages = KEYS[5]
+local state = KEYS[6]
+local stats = KEYS[7]
+local events = KEYS[8]
+local outbox = KEYS[9]
+local outbox_at = KEYS[10]
+local now = clock(ARGV[1])
+local max_messages = int_arg(ARGV[2], 1, 10)
+local visibility_ms = int_arg(ARGV[3], -1, CEILING_MS)
+local token = ARGV[4]
+local queue_name = ARGV[5]
+
+local RECLAIM_MAX = 100
+local PROMOTE_MAX = 100
+local SKIP_MAX = 100
+local STALE_MOVE_MS = 30000
+
+if max_messages == nil or visibility_ms == nil or token == '' then
+  return fail(E_BAD_ARGUMENT, 'bad max_messages, visibility_ms or token')
+end
+local settings = redis.call('HMGET', meta, 'vis_ms', 'retention_ms', 'dlq',
+  'max_receives', 'inflight_limit', 'events_max', 'wait_ms')
+if settings[1] == false then
+  return fail(E_QUEUE_MISSING)
+end
+if visibility_ms < 0 then
+  visibility_ms = tonumber(settings[1])
+end
+local retention_ms = tonumber(settings[2])
+local dlq = settings[3] or ''
+local max_receives = tonumber(settings[4]) or 0
+local inflight_limit = tonumber(settings[5]) or 120000
+local events_max = tonumber(settings[6]) or 0
+local wait_ms = tonumber(settings[7]) or 0
+
+local function next_due(include_delayed)
+  local soonest = nil
+  local first = redis.call('ZRANGE', inflight, 0, 0, 'WITHSCORES')
+  if first[2] then
+    soonest = tonumber(first[2])
+  end
+  if include_delayed then
+    local d = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+    if d[2] and (soonest == nil or tonumber(d[2]) < soonest) then
+      soonest = tonumber(d[2])
+    end
+  end
+  if soonest == nil then
+    return -1
+  end
+  return math.max(soonest - now, 0)
+end
+
+-- Visibility timeouts that ran out: back to the receiving end of the list.
+local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, RECLAIM_MAX)
+if #expired > 0 then
+  redis.call('ZREM', inflight, unpack(expired))
+  redis.call('RPUSH', visible, unpack(expired))
+  redis.call('HINCRBY', stats, 'visibility_expired', #expired)
+  for i = 1, #expired do
+    emit(events, events_max, now, 'visibility_expired', expired[i], 0)
+  end
+end
+
+-- Delays that fell due: visible, behind the messages already waiting.
+local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, PROMOTE_MAX)
+if #due > 0 then
+  redis.call('ZREM', delayed, unpack(due))
+  redis.call('LPUSH', visible, unpack(due))
+end
+
+local room = inflight_limit - redis.call('ZCARD', inflight)
+if room <= 0 then
+  return {E_OVER_LIMIT, next_due(false)}
+end
+
+local want = math.min(max_messages, room)
+local skips = SKIP_MAX
+local received = {}
+local moved = {}
+local new_states = {}
+local new_inflight = {}
+local ghosts, dropped = 0, 0
+while want > 0 and skips > 0 do
+  local ids = redis.call('RPOP', visible, want)
+  if not ids then
+    break
+  end
+  local records = redis.call('HMGET', messages, unpack(ids))
+  local states = redis.call('HMGET', state, unpack(ids))
+  for i = 1, #ids do
+    local id = ids[i]
+    local record = records[i]
+    local receive_count, first_ms = 0, 0
+    if states[i] then
+      local _
+      _, receive_count, first_ms = parse_state(states[i])
+    end
+    if not record then
+      -- Deleted while visible: a ghost id left behind by delete.
+      ghosts = ghosts + 1
+      skips = skips - 1
+    elseif now - sent_ms_of(record) >= retention_ms then
+      redis.call('HDEL', messages, id)
+      redis.call('HDEL', state, id)
+      dropped = dropped + 1
+      skips = skips - 1
+      emit(events, events_max, now, 'retention_expired', id, receive_count)
+    elseif dlq ~= '' and max_receives > 0 and receive_count >= max_receives then
+      local entry = token .. '|' .. dlq .. '|' .. queue_name .. '|' ..
+        receive_count .. '|' .. first_ms .. '|' .. record
+      redis.call('HSET', outbox, id, entry)
+      redis.call('ZADD', outbox_at, now, id)
+      redis.call('HDEL', messages, id)
+      redis.call('HDEL', state, id)
+      moved[#moved + 1] = id
+      moved[#moved + 1] = entry
+      skips = skips - 1
+      emit(events, events_max, now, 'dead_lettered', id, receive_count)
+    else
+      receive_count = receive_count + 1
+      if first_ms == 0 then
+        first_ms = now
+      end
+      new_states[#new_states + 1] = id
+      new_states[#new_states + 1] = format_state(token, receive_count, first_ms, now)
+      new_inflight[#new_inflight + 1] = now + visibility_ms
+      new_inflight[#new_inflight + 1] = id
+      received[#received + 1] = id
+      received[#received + 1] = record
+      received[#received + 1] = receive_count
+      received[#received + 1] = first_ms
+      want = want - 1
+      emit(events, events_max, now, 'received', id, receive_count, visibility_ms)
+    end
+  end
+end
+
+local received_n = #received / 4
+if received_n > 0 then
+  redis.call('HSET', state, unpack(new_states))
+  redis.call('ZADD', inflight, unpack(new_inflight))
+  redis.call('HINCRBY', stats, 'received', received_n)
+else
+  redis.call('HINCRBY', stats, 'empty_receives', 1)
+end
+if ghosts > 0 then
+  redis.call('HINCRBY', meta, 'ghosts', -ghosts)
+end
+if dropped > 0 then
+  redis.call('HINCRBY', stats, 'retention_expired', dropped)
+end
+if #moved > 0 then
+  redis.call('HINCRBY', stats, 'dead_lettered', #moved / 2)
+end
+
+local recover = 0
+local oldest_move = redis.call('ZRANGE', outbox_at, 0, 0, 'WITHSCORES')
+if oldest_move[2] and now - tonumber(oldest_move[2]) > STALE_MOVE_MS then
+  recover = 1
+end
+
+local reply = {OK, -1, recover, wait_ms, #moved / 2}
+if received_n == 0 then
+  reply[2] = next_due(true)
+end
+for i = 1, #moved do
+  reply[#reply + 1] = moved[i]
+end
+for i = 1, #received do
+  reply[#reply + 1] = received[i]
+end
+return reply

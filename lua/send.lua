@@ -1,0 +1,85 @@
+-- send: store 1 to 10 messages, visible at once or delayed.
+--
+-- KEYS[1] meta (hash): the queue's settings and bookkeeping
+-- KEYS[2] visible (list): ids of visible messages (sends push on the left)
+-- KEYS[3] delayed (zset): ids of delayed messages, scored by due time (ms)
+-- KEYS[4] messages (hash): id -> record "<sent_ms>|<payload>"
+-- KEYS[5] stats (hash): counters
+-- KEYS[6] events (stream): lifecycle events
+--
+-- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
+-- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
+-- ARGV[3] count (1-10): number of messages
+-- ARGV[4..] per message, 4 entries: id (string), delay_ms (0-900000, or -1
+--           for the queue's delay), size (bytes, as SQS counts it), payload
+--
+-- Returns {OK, status_1, ..., status_n}: OK or E_TOO_LONG per message;
+-- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+local meta = KEYS[1]
+local visible = KEYS[2]
+local delayed = KEYS[3]
+local messages = KEYS[4]
+local stats = KEYS[5]
+local events = KEYS[6]
+local now = clock(ARGV[1])
+local wake_channel = ARGV[2]
+local count = int_arg(ARGV[3], 1, 10)
+
+if count == nil or #ARGV ~= 3 + 4 * count then
+  return fail(E_BAD_ARGUMENT, 'send takes 1 to 10 messages of 4 arguments')
+end
+local settings = redis.call('HMGET', meta, 'delay_ms', 'max_size', 'events_max')
+if settings[1] == false then
+  return fail(E_QUEUE_MISSING)
+end
+local queue_delay = tonumber(settings[1])
+local max_size = tonumber(settings[2])
+local events_max = tonumber(settings[3]) or 0
+
+-- Validate every entry before the first write.
+local delays = {}
+for i = 1, count do
+  local base = 4 * i
+  local delay = int_arg(ARGV[base + 1], -1, 900000)
+  local size = int_arg(ARGV[base + 2], 0, 1073741824)
+  if delay == nil or size == nil then
+    return fail(E_BAD_ARGUMENT, 'bad delay or size for message ' .. i)
+  end
+  if delay < 0 then
+    delay = queue_delay
+  end
+  delays[i] = delay
+end
+
+local reply = {OK}
+local records = {}
+local now_visible = {}
+local sent = 0
+for i = 1, count do
+  local base = 4 * i
+  local id = ARGV[base]
+  if tonumber(ARGV[base + 2]) > max_size then
+    reply[i + 1] = E_TOO_LONG
+  else
+    reply[i + 1] = OK
+    records[#records + 1] = id
+    records[#records + 1] = now .. '|' .. ARGV[base + 3]
+    if delays[i] > 0 then
+      redis.call('ZADD', delayed, now + delays[i], id)
+    else
+      now_visible[#now_visible + 1] = id
+    end
+    sent = sent + 1
+    emit(events, events_max, now, 'sent', id, 0, delays[i])
+  end
+end
+
+if sent > 0 then
+  redis.call('HSET', messages, unpack(records))
+  redis.call('HINCRBY', stats, 'sent', sent)
+end
+if #now_visible > 0 then
+  redis.call('LPUSH', visible, unpack(now_visible))
+  redis.call('PUBLISH', wake_channel, '1')
+end
+return reply

@@ -1,0 +1,23 @@
+-- set_attributes: change settings of an existing queue.
+--
+-- KEYS[1] meta (hash): the queue's settings and bookkeeping
+--
+-- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
+-- ARGV[2..] field, value pairs (at most 32 pairs): settings to change
+--
+-- Returns {OK} or {E_QUEUE_MISSING, ''}.
+local meta = KEYS[1]
+local now = clock(ARGV[1])
+
+local pairs_n = (#ARGV - 1) / 2
+if pairs_n ~= math.floor(pairs_n) or pairs_n < 1 or pairs_n > 32 then
+  return fail(E_BAD_ARGUMENT, 'settings must be 1 to 32 field, value pairs')
+end
+if redis.call('EXISTS', meta) == 0 then
+  return fail(E_QUEUE_MISSING)
+end
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', meta, ARGV[i], ARGV[i + 1])
+end
+redis.call('HSET', meta, 'modified_ms', now)
+return {OK}

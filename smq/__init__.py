@@ -1,0 +1,100 @@
+"""smq: Amazon SQS semantics on your own Redis.
+
+Start with :class:`Client`::
+
+    import smq
+
+    client = smq.Client("redis://localhost:6379/0")
+    queue = client.create_queue("jobs")
+    queue.send("hello")
+    for message in queue.receive(10, wait_time_seconds=20):
+        ...
+        queue.delete(message.receipt_handle)
+"""
+
+from ._client import Client
+from ._config import COUNTERS, MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, RedrivePolicy
+from ._errors import (
+    BackendError,
+    BatchEntryIdsNotDistinct,
+    BatchError,
+    BatchRequestTooLong,
+    EmptyBatchRequest,
+    InvalidAttributeName,
+    InvalidAttributeValue,
+    InvalidBatchEntryId,
+    InvalidMessageContents,
+    InvalidParameter,
+    InvalidQueueName,
+    MessageNotInflight,
+    MessageTooLong,
+    OutcomeUnknown,
+    OverLimit,
+    QueueDoesNotExist,
+    QueueNameExists,
+    ReceiptError,
+    ReceiptHandleIsInvalid,
+    SmqError,
+    StaleReceipt,
+    TooManyEntriesInBatchRequest,
+    UnsafeRedisConfig,
+    VisibilityCeilingExceeded,
+)
+from ._message import (
+    BatchFailure,
+    BatchResult,
+    ChangeEntry,
+    DeleteEntry,
+    Message,
+    MessageAttribute,
+    SendEntry,
+    SendResult,
+)
+from ._digest import md5_of_attributes, md5_of_body
+from ._queue import Queue
+from ._settings import Settings
+
+__all__ = [
+    "COUNTERS",
+    "MAX_VISIBILITY_TIMEOUT",
+    "BackendError",
+    "BatchEntryIdsNotDistinct",
+    "BatchError",
+    "BatchFailure",
+    "BatchRequestTooLong",
+    "BatchResult",
+    "ChangeEntry",
+    "Client",
+    "DeleteEntry",
+    "EmptyBatchRequest",
+    "InvalidAttributeName",
+    "InvalidAttributeValue",
+    "InvalidBatchEntryId",
+    "InvalidMessageContents",
+    "InvalidParameter",
+    "InvalidQueueName",
+    "Message",
+    "MessageAttribute",
+    "MessageNotInflight",
+    "MessageTooLong",
+    "OutcomeUnknown",
+    "OverLimit",
+    "Queue",
+    "QueueConfig",
+    "QueueDoesNotExist",
+    "QueueInfo",
+    "QueueNameExists",
+    "ReceiptError",
+    "ReceiptHandleIsInvalid",
+    "RedrivePolicy",
+    "SendEntry",
+    "SendResult",
+    "Settings",
+    "SmqError",
+    "StaleReceipt",
+    "TooManyEntriesInBatchRequest",
+    "UnsafeRedisConfig",
+    "VisibilityCeilingExceeded",
+    "md5_of_attributes",
+    "md5_of_body",
+]

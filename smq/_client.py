@@ -1,0 +1,248 @@
+"""The client: connection to Redis, queue lifecycle, and the script boundary."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import redis
+from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from ._config import QueueConfig, check_queue_name, check_setting_names
+from ._errors import (
+    BackendError,
+    InvalidAttributeValue,
+    OutcomeUnknown,
+    QueueDoesNotExist,
+    QueueNameExists,
+    Status,
+    UnsafeRedisConfig,
+    error_for,
+)
+from ._keys import REGISTRY, QueueKeys
+from ._queue import Queue
+from ._scripts import ScriptRunner
+from ._settings import Settings
+from ._wakeup import Waker
+
+
+def _no_retries() -> Retry:
+    # redis-py retries failed calls by default; a retried send or receive could
+    # run twice, so smq never retries (a lost call surfaces as OutcomeUnknown).
+    return Retry(NoBackoff(), 0)
+
+
+def connect(settings: Settings) -> Any:
+    """A redis-py client for ``settings``, with retries off and timeouts set."""
+    options: dict[str, Any] = dict(
+        retry=_no_retries(),
+        socket_timeout=settings.socket_timeout,
+        socket_connect_timeout=settings.connect_timeout,
+    )
+    if settings.cluster:
+        return RedisCluster.from_url(settings.url, max_connections=settings.max_connections, **options)
+    return redis.Redis.from_url(settings.url, max_connections=settings.max_connections, **options)
+
+
+class Client:
+    """Entry point of smq: creates, lists and deletes queues on one Redis.
+
+    A client is thread-safe and cheap to share; create one per process::
+
+        client = smq.Client("redis://localhost:6379/0")
+        jobs = client.create_queue("jobs", visibility_timeout=60)
+        jobs.send("hello")
+
+    Constructing a client opens no connection; the first call does, and
+    checks that Redis will not evict queue data (see :class:`Settings`).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        settings: Settings | None = None,
+        redis_client: Any = None,
+    ) -> None:
+        if settings is None:
+            settings = Settings(url=url) if url else Settings()
+        elif url:
+            raise TypeError("pass either url or settings, not both")
+        self.settings = settings
+        self._redis = redis_client if redis_client is not None else connect(settings)
+        self._scripts = ScriptRunner(self._redis)
+        self._waker = Waker(self._make_pubsub)
+        self._checked = False
+        self._now_ms_override: int | None = None  # tests only: replaces Redis TIME
+
+    # -- queues ---------------------------------------------------------------
+
+    def create_queue(self, name: str, **settings: Any) -> Queue:
+        """Create a queue, or return the existing one if its settings match.
+
+        Settings are :class:`QueueConfig` fields (``visibility_timeout=60``...).
+        Raises QueueNameExists if the queue exists with a different value of
+        any setting given here; settings not given are not compared.
+        """
+        check_queue_name(name)
+        check_setting_names(settings)
+        config = QueueConfig(**settings)
+        self._check_dead_letter_target(name, config)
+        keys = QueueKeys.of(name)
+        args: list[Any] = [self._now_arg()]
+        for field, value in config.to_meta().items():
+            args += [field, value]
+        reply = self.run("create_queue", keys, args, queue=name)
+        if reply[1] == 0:
+            stored = _pairs(reply[2:])
+            existing = QueueConfig.from_meta(stored)
+            for setting in settings:
+                if getattr(existing, setting) != getattr(config, setting):
+                    raise QueueNameExists(
+                        f"queue {name!r} exists with {setting}={getattr(existing, setting)!r}, "
+                        f"not {getattr(config, setting)!r}"
+                    )
+        self._call(self._redis.zadd, REGISTRY, {name: 0})
+        return Queue(self, name)
+
+    def get_queue(self, name: str) -> Queue:
+        """The queue called ``name``; raises QueueDoesNotExist if there is none."""
+        check_queue_name(name)
+        if not self.queue_exists(name):
+            raise QueueDoesNotExist(f"queue {name!r} does not exist")
+        return Queue(self, name)
+
+    def queue(self, name: str) -> Queue:
+        """A handle on queue ``name`` without checking that it exists (no I/O)."""
+        return Queue(self, check_queue_name(name))
+
+    def queue_exists(self, name: str) -> bool:
+        return bool(self._call(self._redis.exists, QueueKeys.of(check_queue_name(name)).meta))
+
+    def list_queues(self, prefix: str = "", *, limit: int | None = None, after: str = "") -> list[str]:
+        """Names of queues starting with ``prefix``, sorted; page with ``after``."""
+        if not isinstance(prefix, str) or (prefix and not prefix.replace("-", "").replace("_", "").isalnum()):
+            raise InvalidAttributeValue(f"queue name prefix {prefix!r} is invalid")
+        low = f"({after}" if after and after >= prefix else f"[{prefix}"
+        high = f"[{prefix}\xff"
+        if limit is not None:
+            names = self._call(self._redis.zrangebylex, REGISTRY, low, high, start=0, num=limit)
+        else:
+            names = self._call(self._redis.zrangebylex, REGISTRY, low, high)
+        return [n.decode() for n in names]
+
+    def delete_queue(self, name: str) -> bool:
+        """Delete a queue and all its messages; False if it did not exist."""
+        check_queue_name(name)
+        # Unlist first: a crash between the steps leaves a queue that exists
+        # but is unlisted (create_queue lists it again), never a listed ghost.
+        self._call(self._redis.zrem, REGISTRY, name)
+        reply = self.run("delete_queue", QueueKeys.of(name), [self._now_arg()], queue=name)
+        return bool(reply[1])
+
+    def recover(self, name: str, *, min_age: float = 0.0) -> int:
+        """Finish moves of queue ``name`` interrupted between their steps.
+
+        Returns the number of messages whose move was finished. Receives run
+        this by themselves for moves older than 30 s; redrive runs it first.
+        """
+        from ._moves import recover
+
+        return recover(self, check_queue_name(name), min_age_ms=int(min_age * 1000))
+
+    def redrive(self, name: str, *, destination: str | None = None, max_messages: int | None = None) -> int:
+        """Move the visible messages of dead-letter queue ``name`` back.
+
+        Each message goes to the queue it was dead-lettered from, or all to
+        ``destination``. The move is two-step and idempotent, so a crash
+        neither loses nor doubles a message. Returns the number moved.
+        """
+        from ._moves import redrive
+
+        check_queue_name(name)
+        if destination is not None:
+            self.get_queue(destination)
+        return redrive(self, name, destination or "", max_messages)
+
+    def close(self) -> None:
+        """Stop the long-poll listener and close connections."""
+        self._waker.close()
+        self._call(self._redis.close)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the script boundary --------------------------------------------------
+
+    def run(
+        self, script: str, keys: QueueKeys, args: Sequence[Any], *, queue: str, tolerate: int = 0
+    ) -> Any:
+        """Run a script; raise the error its status names (but ``tolerate``)."""
+        if not self._checked:
+            self._check_redis()
+        try:
+            reply = self._scripts.run(script, keys, args)
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            raise OutcomeUnknown(f"{script} on queue {queue!r}: {error}") from error
+        except RedisError as error:
+            raise BackendError(f"{script} on queue {queue!r}: {error}") from error
+        if reply[0] < 0 and reply[0] != tolerate:
+            raise error_for(reply[0], queue, reply[1] if len(reply) > 1 else "")
+        return reply
+
+    def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except RedisError as error:
+            raise BackendError(str(error)) from error
+
+    def _now_arg(self) -> str:
+        return "" if self._now_ms_override is None else str(self._now_ms_override)
+
+    def _check_redis(self) -> None:
+        if self.settings.allow_eviction:
+            self._checked = True
+            return
+        if isinstance(self._redis, RedisCluster):
+            infos = list(self._call(self._redis.info, "memory", target_nodes=RedisCluster.PRIMARIES).values())
+        else:
+            infos = [self._call(self._redis.info, "memory")]
+        for info in infos:
+            policy = info.get("maxmemory_policy", "noeviction")
+            if isinstance(policy, bytes):
+                policy = policy.decode()
+            if policy != "noeviction":
+                raise UnsafeRedisConfig(
+                    f"Redis maxmemory-policy is {policy!r}: it may evict queue data. "
+                    "Set it to 'noeviction', or pass Settings(allow_eviction=True) to accept the risk"
+                )
+        self._checked = True
+
+    def _check_dead_letter_target(self, name: str, config: QueueConfig) -> None:
+        policy = config.redrive_policy
+        if policy is None:
+            return
+        if policy.dead_letter_queue == name:
+            raise InvalidAttributeValue(f"queue {name!r} cannot be its own dead-letter queue")
+        if not self.queue_exists(policy.dead_letter_queue):
+            raise QueueDoesNotExist(
+                f"dead-letter queue {policy.dead_letter_queue!r} does not exist; create it first"
+            )
+
+    def _make_pubsub(self) -> Any:
+        return self._redis.pubsub(ignore_subscribe_messages=False)
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, str]:
+    as_text = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
+    return dict(zip(as_text[::2], as_text[1::2]))
+
+
+__all__ = ["Client", "Status", "connect"]

@@ -1,0 +1,176 @@
+"""The exception tree of smq, and the status codes the Lua scripts return.
+
+::
+
+    SmqError
+    ├── InvalidParameter                 bad input, refused before any write
+    │   ├── InvalidQueueName
+    │   ├── InvalidAttributeName
+    │   ├── InvalidAttributeValue
+    │   ├── InvalidMessageContents
+    │   ├── MessageTooLong
+    │   ├── VisibilityCeilingExceeded    change past 12 h after the receive
+    │   └── BatchError
+    │       ├── EmptyBatchRequest
+    │       ├── TooManyEntriesInBatchRequest
+    │       ├── BatchEntryIdsNotDistinct
+    │       ├── InvalidBatchEntryId
+    │       └── BatchRequestTooLong
+    ├── QueueDoesNotExist
+    ├── QueueNameExists                  same name, other attributes
+    ├── ReceiptError
+    │   ├── ReceiptHandleIsInvalid       malformed, or not of this queue
+    │   ├── MessageNotInflight           visible again, or deleted
+    │   └── StaleReceipt                 a newer receive holds the message
+    ├── OverLimit                        in-flight limit reached (short poll)
+    ├── UnsafeRedisConfig                maxmemory-policy may evict queue data
+    └── BackendError                     Redis unreachable or failing
+        └── OutcomeUnknown               connection lost mid-call: the script
+                                         may or may not have run
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class SmqError(Exception):
+    """Root of every error smq raises."""
+
+
+class InvalidParameter(SmqError, ValueError):
+    """Input that smq refuses before anything is written."""
+
+
+class InvalidQueueName(InvalidParameter):
+    """A queue name outside 1-80 of ``[A-Za-z0-9_-]`` (FIFO: plus ``.fifo``)."""
+
+
+class InvalidAttributeName(InvalidParameter):
+    """An unknown queue attribute, or a malformed message attribute name."""
+
+
+class InvalidAttributeValue(InvalidParameter):
+    """A queue or message attribute value out of range or of the wrong type."""
+
+
+class InvalidMessageContents(InvalidParameter):
+    """A body with characters SQS does not allow, or an empty body."""
+
+
+class MessageTooLong(InvalidParameter):
+    """Body plus attributes larger than the queue's MaximumMessageSize."""
+
+
+class VisibilityCeilingExceeded(InvalidParameter):
+    """A visibility change that would pass 12 hours after the receive."""
+
+
+class BatchError(InvalidParameter):
+    """A batch request malformed as a whole."""
+
+
+class EmptyBatchRequest(BatchError):
+    """A batch with no entries."""
+
+
+class TooManyEntriesInBatchRequest(BatchError):
+    """A batch with more than 10 entries."""
+
+
+class BatchEntryIdsNotDistinct(BatchError):
+    """Two entries of one batch with the same id."""
+
+
+class InvalidBatchEntryId(BatchError):
+    """An entry id outside 1-80 of ``[A-Za-z0-9_-]``."""
+
+
+class BatchRequestTooLong(BatchError):
+    """A batch whose messages add up to more than 1 MiB."""
+
+
+class QueueDoesNotExist(SmqError):
+    """The queue named does not exist."""
+
+
+class QueueNameExists(SmqError):
+    """A queue of that name exists with different attributes."""
+
+
+class ReceiptError(SmqError):
+    """A receipt handle that cannot do what was asked."""
+
+
+class ReceiptHandleIsInvalid(ReceiptError):
+    """A receipt handle that smq did not issue, or issued for another queue."""
+
+
+class MessageNotInflight(ReceiptError):
+    """The message is not in flight: visible again, or deleted."""
+
+
+class StaleReceipt(ReceiptError):
+    """The message was received again since: a newer receipt holds it."""
+
+
+class OverLimit(SmqError):
+    """The queue's in-flight limit is reached; delete or release messages."""
+
+
+class UnsafeRedisConfig(SmqError):
+    """Redis is configured so that it may evict queue data."""
+
+
+class BackendError(SmqError):
+    """Redis could not be reached or failed."""
+
+
+class OutcomeUnknown(BackendError):
+    """The connection broke during a call: it may or may not have taken effect.
+
+    smq never retries such a call itself, because sends and receives are not
+    idempotent. Receipts and visibility timeouts make a retry safe for the
+    caller: a message received by a lost call comes back when its timeout ends.
+    """
+
+
+class Status(enum.IntEnum):
+    """Status codes returned by the Lua scripts (see ``lua/includes/common.lua``)."""
+
+    OK = 0
+    E_QUEUE_MISSING = -1
+    E_TOO_LONG = -2
+    E_NOT_INFLIGHT = -3
+    E_STALE_RECEIPT = -4
+    E_CEILING = -5
+    E_OVER_LIMIT = -6
+    E_BAD_ARGUMENT = -7
+    DELETED = 1
+    ALREADY_GONE = 2
+    STALE_IGNORED = 3
+
+
+_ERRORS: dict[int, tuple[type[SmqError], str]] = {
+    Status.E_QUEUE_MISSING: (QueueDoesNotExist, "queue {queue!r} does not exist"),
+    Status.E_TOO_LONG: (MessageTooLong, "message is larger than the queue's MaximumMessageSize"),
+    Status.E_NOT_INFLIGHT: (MessageNotInflight, "message is not in flight"),
+    Status.E_STALE_RECEIPT: (
+        StaleReceipt,
+        "receipt is stale: the message was received again since",
+    ),
+    Status.E_CEILING: (
+        VisibilityCeilingExceeded,
+        "visibility would pass 12 hours after the receive of this receipt",
+    ),
+    Status.E_OVER_LIMIT: (OverLimit, "queue {queue!r} has reached its in-flight limit"),
+    Status.E_BAD_ARGUMENT: (SmqError, "script refused its arguments: {detail}"),
+}
+
+
+def error_for(code: int, queue: str, detail: object = "") -> SmqError:
+    """The exception for a script status code (the one place codes become errors)."""
+    if isinstance(detail, bytes):
+        detail = detail.decode("utf-8", "replace")
+    kind, template = _ERRORS.get(code, (SmqError, "script returned unknown status {code}"))
+    return kind(template.format(queue=queue, detail=detail, code=code))

@@ -1,0 +1,62 @@
+"""Redis key names of a queue: the one place where they are built.
+
+Every key of queue ``name`` is ``smq:{name}:<kind>``; the braces are a Redis
+Cluster hash tag, so all of a queue's keys live in one slot and one script
+may touch them together. Scripts name the kinds they use in their headers
+(``-- KEYS[n] <kind> ...``); :mod:`smq._scripts` maps those kinds to the
+names built here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "smq"
+REGISTRY = f"{PREFIX}:queues"
+"""Sorted set of all queue names (score 0), for listing by prefix."""
+
+KINDS = (
+    "meta",
+    "visible",
+    "inflight",
+    "delayed",
+    "messages",
+    "state",
+    "stats",
+    "events",
+    "outbox",
+    "outbox_at",
+    "arrivals",
+    "origins",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """The Redis keys and Pub/Sub channel of one queue."""
+
+    name: str
+    meta: str
+    visible: str
+    inflight: str
+    delayed: str
+    messages: str
+    state: str
+    stats: str
+    events: str
+    outbox: str
+    outbox_at: str
+    arrivals: str
+    origins: str
+    wake_channel: str
+
+    @classmethod
+    def of(cls, name: str) -> QueueKeys:
+        base = f"{PREFIX}:{{{name}}}:"
+        return cls(name, *(base + kind for kind in KINDS), wake_channel=base + "wake")
+
+    def by_kind(self, kind: str) -> str:
+        if kind not in KINDS:
+            raise KeyError(kind)
+        value: str = getattr(self, kind)
+        return value

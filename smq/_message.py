@@ -1,0 +1,313 @@
+"""Messages: what is sent and received, how it is checked and stored.
+
+A stored record is ``<sent_ms>|<payload>``; the Lua scripts read the sent
+time and nothing else. The payload is ``<n>:<attributes><body>`` where the
+attributes are ``n`` bytes of JSON (absent when ``n`` is 0) and the body is
+the rest, in UTF-8.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Generic, Mapping, TypeVar, Union
+
+from ._digest import md5_of_attributes, md5_of_body
+from ._errors import (
+    InvalidAttributeName,
+    InvalidAttributeValue,
+    InvalidMessageContents,
+    ReceiptHandleIsInvalid,
+)
+
+_FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+_DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
+_RECEIPT = re.compile(r"([A-Za-z0-9_-]{1,80}):([A-Za-z0-9-]{1,64}):([A-Za-z0-9_-]{16,64})")
+MAX_ATTRIBUTES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAttribute:
+    """A typed message attribute, as in SQS.
+
+    Attributes:
+        data_type: ``String``, ``Number`` or ``Binary``, optionally with a
+            custom suffix (``Number.int``).
+        value: ``str`` for String and Number types, ``bytes`` for Binary.
+    """
+
+    data_type: str
+    value: str | bytes
+
+
+AttributeValue = Union[str, int, float, Decimal, bytes, MessageAttribute]
+"""What a caller may pass as a message attribute: plain values get the type
+String (``str``), Number (``int``, ``float``, ``Decimal``) or Binary (``bytes``)."""
+
+
+def _check_number(name: str, text: str) -> None:
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        raise InvalidAttributeValue(f"message attribute {name!r}: {text!r} is not a number") from None
+    if not number.is_finite() or len(number.as_tuple().digits) > 38:
+        raise InvalidAttributeValue(f"message attribute {name!r}: {text!r} is not a number of at most 38 digits")
+    if number != 0 and not Decimal("-1e128") <= number <= Decimal("1e126"):
+        raise InvalidAttributeValue(f"message attribute {name!r}: {text!r} is outside -10^128 to 10^126")
+
+
+def check_attribute_name(name: object) -> str:
+    if not isinstance(name, str) or not _ATTRIBUTE_NAME.fullmatch(name):
+        raise InvalidAttributeName(
+            f"message attribute name {name!r} must be 1-256 of letters, digits, '_', '-', '.'"
+        )
+    lowered = name.lower()
+    if lowered.startswith(("aws.", "amazon.")) or name.startswith(".") or name.endswith(".") or ".." in name:
+        raise InvalidAttributeName(
+            f"message attribute name {name!r}: no 'AWS.'/'Amazon.' prefix, no leading, "
+            "trailing or doubled '.'"
+        )
+    return name
+
+
+def to_attribute(name: str, value: AttributeValue) -> MessageAttribute:
+    """Check one message attribute and give it its SQS type."""
+    check_attribute_name(name)
+    if isinstance(value, MessageAttribute):
+        attribute = value
+    elif isinstance(value, bool):
+        raise InvalidAttributeValue(f"message attribute {name!r}: use a str for a boolean")
+    elif isinstance(value, str):
+        attribute = MessageAttribute("String", value)
+    elif isinstance(value, (int, float, Decimal)):
+        attribute = MessageAttribute("Number", str(value))
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        attribute = MessageAttribute("Binary", bytes(value))
+    else:
+        raise InvalidAttributeValue(
+            f"message attribute {name!r}: {type(value).__name__} is not str, number or bytes"
+        )
+    data_type = attribute.data_type
+    if not isinstance(data_type, str) or len(data_type) > 256 or not _DATA_TYPE.fullmatch(data_type):
+        raise InvalidAttributeValue(
+            f"message attribute {name!r}: data type {data_type!r} must be String, Number or Binary"
+        )
+    binary = data_type.startswith("Binary")
+    if binary != isinstance(attribute.value, bytes):
+        raise InvalidAttributeValue(
+            f"message attribute {name!r}: a {data_type} value must be {'bytes' if binary else 'str'}"
+        )
+    if len(attribute.value) == 0:
+        raise InvalidAttributeValue(f"message attribute {name!r} must have a non-empty value")
+    if isinstance(attribute.value, str):
+        if _FORBIDDEN_CHARS.search(attribute.value):
+            raise InvalidAttributeValue(f"message attribute {name!r} has characters SQS does not allow")
+        if data_type.startswith("Number"):
+            _check_number(name, attribute.value)
+    return attribute
+
+
+def to_attributes(values: Mapping[str, AttributeValue] | None) -> dict[str, MessageAttribute]:
+    if not values:
+        return {}
+    if len(values) > MAX_ATTRIBUTES:
+        raise InvalidAttributeValue(f"a message has at most {MAX_ATTRIBUTES} attributes, not {len(values)}")
+    return {name: to_attribute(name, value) for name, value in values.items()}
+
+
+def check_body(body: object) -> bytes:
+    """The UTF-8 bytes of a valid body; raise InvalidMessageContents otherwise."""
+    if not isinstance(body, str):
+        raise InvalidMessageContents(f"message body must be a str, not {type(body).__name__}")
+    if not body:
+        raise InvalidMessageContents("message body must not be empty")
+    bad = _FORBIDDEN_CHARS.search(body)
+    if bad:
+        raise InvalidMessageContents(
+            f"message body has a character SQS does not allow: {bad.group()!r} at {bad.start()}"
+        )
+    return body.encode("utf-8")
+
+
+def attributes_size(attributes: Mapping[str, MessageAttribute]) -> int:
+    """Bytes the attributes count toward the message size, as SQS counts them."""
+    size = 0
+    for name, attribute in attributes.items():
+        value = attribute.value
+        size += len(name.encode()) + len(attribute.data_type.encode())
+        size += len(value) if isinstance(value, bytes) else len(value.encode())
+    return size
+
+
+def encode_payload(body: bytes, attributes: Mapping[str, MessageAttribute]) -> bytes:
+    if not attributes:
+        return b"0:" + body
+    packed = json.dumps(
+        [
+            [name, a.data_type, base64.b64encode(a.value).decode() if isinstance(a.value, bytes) else a.value]
+            for name, a in attributes.items()
+        ],
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
+    return b"%d:%s%s" % (len(packed), packed, body)
+
+
+def decode_record(record: bytes) -> tuple[int, dict[str, MessageAttribute], str]:
+    """(sent_ms, attributes, body) of a stored record."""
+    sent, _, payload = record.partition(b"|")
+    colon = payload.index(b":")
+    size = int(payload[:colon])
+    start = colon + 1
+    attributes: dict[str, MessageAttribute] = {}
+    if size:
+        for name, data_type, value in json.loads(payload[start : start + size]):
+            if data_type.startswith("Binary"):
+                value = base64.b64decode(value)
+            attributes[name] = MessageAttribute(data_type, value)
+    return int(sent), attributes, payload[start + size :].decode("utf-8")
+
+
+def make_receipt(queue: str, message_id: str, token: str) -> str:
+    return f"{queue}:{message_id}:{token}"
+
+
+def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:
+    """(message_id, token) of a receipt handle issued by ``queue``."""
+    match = _RECEIPT.fullmatch(receipt) if isinstance(receipt, str) else None
+    if match is None:
+        raise ReceiptHandleIsInvalid(f"receipt handle {receipt!r} is not one smq issued")
+    if match.group(1) != queue:
+        raise ReceiptHandleIsInvalid(
+            f"receipt handle was issued by queue {match.group(1)!r}, not {queue!r}"
+        )
+    return match.group(2), match.group(3)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A received message.
+
+    Attributes:
+        queue: Name of the queue it was received from.
+        message_id: Its id, the same on every receive.
+        receipt_handle: Proof of this receive; needed to delete the message or
+            change its visibility. Each receive issues a new one.
+        body: The message body.
+        attributes: Its message attributes, by name.
+        sent_at: SentTimestamp, in seconds since the epoch (Redis clock).
+        receive_count: ApproximateReceiveCount: receives so far, this one included.
+        first_received_at: ApproximateFirstReceiveTimestamp, seconds since the epoch.
+    """
+
+    queue: str
+    message_id: str
+    receipt_handle: str
+    body: str
+    attributes: Mapping[str, MessageAttribute]
+    sent_at: float
+    receive_count: int
+    first_received_at: float
+
+    @property
+    def md5_of_body(self) -> str:
+        """MD5OfBody, as SQS computes it."""
+        return md5_of_body(self.body)
+
+    @property
+    def md5_of_message_attributes(self) -> str | None:
+        """MD5OfMessageAttributes, as SQS computes it (None without attributes)."""
+        return md5_of_attributes(self.attributes)
+
+
+@dataclass(frozen=True, slots=True)
+class SendEntry:
+    """One message of a batch send.
+
+    Attributes:
+        id: Batch entry id, 1-80 of ``[A-Za-z0-9_-]``, distinct within the batch.
+        body: Message body.
+        delay_seconds: Per-message delay (0-900), None for the queue's.
+        attributes: Message attributes.
+    """
+
+    id: str
+    body: str
+    delay_seconds: int | None = None
+    attributes: Mapping[str, AttributeValue] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """A message stored by a send.
+
+    Attributes:
+        message_id: The id that receives will report.
+        body: The body sent (for the digest).
+        attributes: The attributes sent, typed.
+        id: The batch entry id ('' for a single send).
+    """
+
+    message_id: str
+    body: str
+    attributes: Mapping[str, MessageAttribute] = field(default_factory=dict)
+    id: str = ""
+
+    @property
+    def md5_of_body(self) -> str:
+        """MD5OfMessageBody, as SQS computes it."""
+        return md5_of_body(self.body)
+
+    @property
+    def md5_of_message_attributes(self) -> str | None:
+        """MD5OfMessageAttributes, as SQS computes it (None without attributes)."""
+        return md5_of_attributes(self.attributes)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEntry:
+    """One visibility change of a batch: entry id, receipt, new timeout (s)."""
+
+    id: str
+    receipt_handle: str
+    visibility_timeout: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteEntry:
+    """One delete of a batch: entry id and receipt."""
+
+    id: str
+    receipt_handle: str
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFailure:
+    """An entry of a batch that failed.
+
+    Attributes:
+        id: Its batch entry id.
+        code: The SQS error code (``MessageTooLong``, ``ReceiptHandleIsInvalid``...).
+        message: What went wrong, for people.
+        sender_fault: True when the request was at fault (always, so far).
+    """
+
+    id: str
+    code: str
+    message: str
+    sender_fault: bool = True
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class BatchResult(Generic[T]):
+    """Per-entry outcome of a batch call: what succeeded, what failed."""
+
+    successful: list[T]
+    failed: list[BatchFailure]

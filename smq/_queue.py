@@ -1,0 +1,361 @@
+"""A queue handle: send, receive, change visibility, delete, inspect."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from ._config import MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, check_setting_names
+from ._errors import (
+    BatchEntryIdsNotDistinct,
+    BatchRequestTooLong,
+    EmptyBatchRequest,
+    InvalidBatchEntryId,
+    InvalidParameter,
+    MessageTooLong,
+    SmqError,
+    Status,
+    TooManyEntriesInBatchRequest,
+    error_for,
+)
+from ._keys import QueueKeys
+from ._message import (
+    AttributeValue,
+    BatchFailure,
+    BatchResult,
+    ChangeEntry,
+    DeleteEntry,
+    Message,
+    SendEntry,
+    SendResult,
+    attributes_size,
+    check_body,
+    decode_record,
+    encode_payload,
+    parse_receipt,
+    to_attributes,
+)
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+_ENTRY_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
+MAX_BATCH = 10
+MAX_BATCH_BYTES = 1048576
+MAX_WAIT_SECONDS = 20
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidParameter(f"{name} must be an integer from {low} to {high}, not {value!r}")
+    return value
+
+
+def _check_batch(ids: Sequence[str]) -> None:
+    if not ids:
+        raise EmptyBatchRequest("a batch needs at least one entry")
+    if len(ids) > MAX_BATCH:
+        raise TooManyEntriesInBatchRequest(f"a batch has at most {MAX_BATCH} entries, not {len(ids)}")
+    for entry_id in ids:
+        if not isinstance(entry_id, str) or not _ENTRY_ID.fullmatch(entry_id):
+            raise InvalidBatchEntryId(f"batch entry id {entry_id!r}: use 1 to 80 letters, digits, '-' or '_'")
+    if len(set(ids)) != len(ids):
+        raise BatchEntryIdsNotDistinct("two batch entries share an id")
+
+
+def _failure(entry_id: str, error: SmqError) -> BatchFailure:
+    return BatchFailure(entry_id, type(error).__name__, str(error))
+
+
+class Queue:
+    """One queue. Get it from :meth:`Client.create_queue`, ``get_queue`` or ``queue``.
+
+    Durations are in seconds. Every method is one atomic Lua script on Redis
+    (a long poll may run several), judged by the Redis server's clock.
+    """
+
+    __slots__ = ("_client", "name", "keys")
+
+    def __init__(self, client: Client, name: str) -> None:
+        self._client = client
+        self.name = name
+        self.keys = QueueKeys.of(name)
+
+    def __repr__(self) -> str:
+        return f"<smq.Queue {self.name!r}>"
+
+    # -- send -------------------------------------------------------------------
+
+    def send(
+        self,
+        body: str,
+        *,
+        delay_seconds: int | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> SendResult:
+        """Send one message. Raises MessageTooLong, InvalidMessageContents, ..."""
+        result = self._send([SendEntry("single", body, delay_seconds, attributes)], single=True)
+        if result.failed:
+            failure = result.failed[0]
+            raise MessageTooLong(failure.message)
+        return result.successful[0]
+
+    def send_batch(self, entries: Sequence[SendEntry]) -> BatchResult[SendResult]:
+        """Send 1-10 messages; each entry succeeds or fails on its own.
+
+        A batch malformed as a whole (no entries, more than 10, repeated or
+        invalid ids, more than 1 MiB in all) raises a BatchError and sends nothing.
+        """
+        _check_batch([entry.id for entry in entries])
+        return self._send(entries, single=False)
+
+    def _send(self, entries: Sequence[SendEntry], *, single: bool) -> BatchResult[SendResult]:
+        args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
+        pending: list[SendResult] = []
+        failed: list[BatchFailure] = []
+        total = 0
+        for entry in entries:
+            try:
+                body = check_body(entry.body)
+                attributes = to_attributes(entry.attributes)
+                delay = -1 if entry.delay_seconds is None else _check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
+            except SmqError as error:
+                if single:
+                    raise
+                failed.append(_failure(entry.id, error))
+                continue
+            size = len(body) + attributes_size(attributes) if attributes else len(body)
+            total += size
+            message_id = str(uuid.uuid4())
+            args += [message_id, delay, size, encode_payload(body, attributes)]
+            pending.append(SendResult(message_id, entry.body, attributes, "" if single else entry.id))
+        if total > MAX_BATCH_BYTES:
+            raise BatchRequestTooLong(f"the batch adds up to {total} bytes; at most {MAX_BATCH_BYTES}")
+        if not pending:
+            return BatchResult([], failed)
+        args[2] = len(pending)
+        reply = self._client.run("send", self.keys, args, queue=self.name)
+        successful: list[SendResult] = []
+        for result, status in zip(pending, reply[1:]):
+            if status == Status.OK:
+                successful.append(result)
+            else:
+                failed.append(_failure(result.id, error_for(status, self.name)))
+        return BatchResult(successful, failed)
+
+    # -- receive ----------------------------------------------------------------
+
+    def receive(
+        self,
+        max_messages: int = 1,
+        *,
+        visibility_timeout: int | None = None,
+        wait_time_seconds: int | None = None,
+    ) -> list[Message]:
+        """Receive up to ``max_messages`` (1-10) messages.
+
+        Each comes with a new receipt handle and stays invisible to other
+        consumers for ``visibility_timeout`` seconds (default: the queue's).
+        With ``wait_time_seconds`` (0-20; default: the queue's
+        ReceiveMessageWaitTimeSeconds) it waits for a message to arrive, a
+        timeout to run out or a delay to fall due, and returns as soon as one
+        does; it returns an empty list when the wait ends with none.
+        Raises OverLimit on a short poll of a queue at its in-flight limit.
+        """
+        _check_int("max_messages", max_messages, 1, MAX_BATCH)
+        visibility_ms = -1
+        if visibility_timeout is not None:
+            visibility_ms = _check_int("visibility_timeout", visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT) * 1000
+        if wait_time_seconds is not None:
+            _check_int("wait_time_seconds", wait_time_seconds, 0, MAX_WAIT_SECONDS)
+        messages, next_due_ms, wait_ms, over_limit = self._receive_once(max_messages, visibility_ms)
+        wait = wait_ms / 1000 if wait_time_seconds is None else wait_time_seconds
+        if messages or wait <= 0:
+            if over_limit:
+                raise error_for(Status.E_OVER_LIMIT, self.name)
+            return messages
+        return self._long_poll(max_messages, visibility_ms, time.monotonic() + wait)
+
+    def _long_poll(self, max_messages: int, visibility_ms: int, deadline: float) -> list[Message]:
+        waker = self._client._waker
+        channel = self.keys.wake_channel
+        with waker.watch(channel):
+            while True:
+                seen = waker.count(channel)
+                messages, next_due_ms, _, _ = self._receive_once(max_messages, visibility_ms)
+                if messages:
+                    return messages
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                if next_due_ms >= 0:
+                    # A timeout or delay falls due then (by the Redis clock);
+                    # the small margin lets it pass on the server too.
+                    remaining = min(remaining, next_due_ms / 1000 + 0.002)
+                waker.wait(channel, seen, remaining)
+
+    def _receive_once(self, max_messages: int, visibility_ms: int) -> tuple[list[Message], int, int, bool]:
+        token = secrets.token_urlsafe(12)
+        args = (self._client._now_arg(), max_messages, visibility_ms, token, self.name)
+        reply = self._client.run("receive", self.keys, args, queue=self.name, tolerate=Status.E_OVER_LIMIT)
+        if reply[0] == Status.E_OVER_LIMIT:
+            return [], int(reply[1]), 0, True
+        next_due_ms, recover, wait_ms, moved_n = reply[1], reply[2], reply[3], reply[4]
+        position = 5
+        if moved_n:
+            from ._moves import finish_moves
+
+            finish_moves(self._client, self.name, reply[position : position + 2 * moved_n])
+            position += 2 * moved_n
+        if recover:
+            self._client.recover(self.name, min_age=30.0)
+        messages = []
+        name = self.name
+        for i in range(position, len(reply), 4):
+            message_id = reply[i].decode()
+            sent_ms, attributes, body = decode_record(reply[i + 1])
+            messages.append(
+                Message(
+                    name,
+                    message_id,
+                    f"{name}:{message_id}:{token}",
+                    body,
+                    attributes,
+                    sent_ms / 1000,
+                    reply[i + 2],
+                    reply[i + 3] / 1000,
+                )
+            )
+        return messages, next_due_ms, wait_ms, False
+
+    # -- visibility and delete ----------------------------------------------------
+
+    def change_visibility(self, receipt_handle: str, visibility_timeout: int) -> None:
+        """Make a received message visible again ``visibility_timeout`` s from now.
+
+        0 makes it visible at once. Counted from this call, for this receipt
+        only. Raises MessageNotInflight, StaleReceipt, or
+        VisibilityCeilingExceeded (past 12 h after the receive).
+        """
+        result = self.change_visibility_batch([ChangeEntry("single", receipt_handle, visibility_timeout)], _single=True)
+        if result.failed:  # pragma: no cover - _single raises instead
+            raise SmqError(result.failed[0].message)
+
+    def change_visibility_batch(
+        self, entries: Sequence[ChangeEntry], *, _single: bool = False
+    ) -> BatchResult[str]:
+        """Change the visibility of 1-10 messages; returns the entry ids per outcome."""
+        if not _single:
+            _check_batch([entry.id for entry in entries])
+        args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
+        pending: list[str] = []
+        failed: list[BatchFailure] = []
+        for entry in entries:
+            try:
+                timeout = _check_int("visibility_timeout", entry.visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT)
+                message_id, token = parse_receipt(self.name, entry.receipt_handle)
+            except SmqError as error:
+                if _single:
+                    raise
+                failed.append(_failure(entry.id, error))
+                continue
+            args += [message_id, token, timeout * 1000]
+            pending.append(entry.id)
+        if pending:
+            args[2] = len(pending)
+            reply = self._client.run("change_visibility", self.keys, args, queue=self.name)
+        successful: list[str] = []
+        for entry_id, status in zip(pending, reply[1:] if pending else []):
+            if status == Status.OK:
+                successful.append(entry_id)
+            elif _single:
+                raise error_for(status, self.name)
+            else:
+                failed.append(_failure(entry_id, error_for(status, self.name)))
+        return BatchResult(successful, failed)
+
+    def delete(self, receipt_handle: str) -> bool:
+        """Delete a received message by its receipt handle.
+
+        Returns True if this call deleted it. The newest receipt of a message
+        deletes it even after its timeout ran out (the work is done). A stale
+        receipt, from before the message was received again, deletes nothing
+        and returns False, as SQS does; smq counts it in ``stale_receipts``.
+        Deleting a message already gone returns False too.
+        """
+        return bool(self._delete([DeleteEntry("single", receipt_handle)], single=True).successful)
+
+    def delete_batch(self, entries: Sequence[DeleteEntry]) -> BatchResult[str]:
+        """Delete 1-10 messages. Stale or already-used receipts count as success, as in SQS."""
+        _check_batch([entry.id for entry in entries])
+        result = self._delete(entries, single=False)
+        return result
+
+    def _delete(self, entries: Sequence[DeleteEntry], *, single: bool) -> BatchResult[str]:
+        args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
+        pending: list[str] = []
+        failed: list[BatchFailure] = []
+        for entry in entries:
+            try:
+                message_id, token = parse_receipt(self.name, entry.receipt_handle)
+            except SmqError as error:
+                if single:
+                    raise
+                failed.append(_failure(entry.id, error))
+                continue
+            args += [message_id, token]
+            pending.append(entry.id)
+        if not pending:
+            return BatchResult([], failed)
+        args[2] = len(pending)
+        reply = self._client.run("delete", self.keys, args, queue=self.name)
+        if single:
+            return BatchResult(["single"] if reply[1] == Status.DELETED else [], [])
+        return BatchResult(pending, failed)
+
+    # -- the queue itself ----------------------------------------------------------
+
+    def attributes(self) -> QueueInfo:
+        """Settings, exact message counts, timestamps and counters of the queue."""
+        reply = self._client.run("get_attributes", self.keys, [self._client._now_arg()], queue=self.name)
+        now_ms = reply[1]
+        meta = _text_pairs(reply[2])
+        counters = {k: int(v) for k, v in _text_pairs(reply[3]).items()}
+        oldest = reply[8]
+        return QueueInfo(
+            name=self.name,
+            config=QueueConfig.from_meta(meta),
+            visible=reply[4],
+            in_flight=reply[5],
+            delayed=reply[6],
+            moving=reply[7],
+            created_at=int(meta["created_ms"]) / 1000,
+            modified_at=int(meta["modified_ms"]) / 1000,
+            oldest_age=(now_ms - oldest) / 1000 if oldest >= 0 else None,
+            counters=counters,
+        )
+
+    def set_attributes(self, **settings: Any) -> None:
+        """Change settings (QueueConfig fields); applies to later calls."""
+        check_setting_names(settings)
+        if not settings:
+            raise InvalidParameter("set_attributes needs at least one setting")
+        config = QueueConfig(**settings)
+        self._client._check_dead_letter_target(self.name, config)
+        args: list[Any] = [self._client._now_arg()]
+        for field, value in config.to_meta(settings).items():
+            args += [field, value]
+        self._client.run("set_attributes", self.keys, args, queue=self.name)
+
+    def purge(self) -> int:
+        """Delete every message of the queue; returns how many there were."""
+        reply = self._client.run("purge", self.keys, [self._client._now_arg()], queue=self.name)
+        return int(reply[1])
+
+
+def _text_pairs(flat: Sequence[Any]) -> dict[str, str]:
+    text = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
+    return dict(zip(text[::2], text[1::2]))

@@ -1,0 +1,139 @@
+"""Wakes long polls: one Pub/Sub connection per client, shared by all waiters.
+
+Scripts that make a message visible publish on the queue's wake channel.
+A waiter subscribes (and waits for the confirmation) before its last
+receive attempt, notes the channel's notification count, and sleeps until
+that count moves or its deadline (or the next expiry the script reported)
+comes. A publish that lands between the attempt and the sleep is therefore
+never missed, and Redis is not polled in a loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from ._errors import BackendError
+
+log = logging.getLogger("smq.wakeup")
+
+_CONFIRM_TIMEOUT = 5.0
+_RECONNECT_DELAY = 0.5
+
+
+class Waker:
+    """Per-client registry of long polls waiting for their queues' wake channels."""
+
+    def __init__(self, make_pubsub: Callable[[], Any]) -> None:
+        self._make_pubsub = make_pubsub
+        self._cond = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._watchers: dict[str, int] = {}
+        self._confirmed: set[str] = set()
+        self._pubsub: Any = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    @contextlib.contextmanager
+    def watch(self, channel: str) -> Iterator[None]:
+        """Keep ``channel`` subscribed (and confirmed) inside the block."""
+        with self._cond:
+            self._watchers[channel] = self._watchers.get(channel, 0) + 1
+            first = self._watchers[channel] == 1
+            self._counts.setdefault(channel, 0)
+            self._start()
+        try:
+            if first:
+                self._send("subscribe", channel)
+            with self._cond:
+                if not self._cond.wait_for(lambda: channel in self._confirmed, _CONFIRM_TIMEOUT):
+                    raise BackendError(f"Redis did not confirm the subscription to {channel}")
+            yield
+        finally:
+            with self._cond:
+                self._watchers[channel] -= 1
+                last = self._watchers[channel] == 0
+                if last:
+                    del self._watchers[channel]
+            if last:
+                with contextlib.suppress(Exception):
+                    self._send("unsubscribe", channel)
+
+    def count(self, channel: str) -> int:
+        with self._cond:
+            return self._counts.get(channel, 0)
+
+    def wait(self, channel: str, seen: int, timeout: float) -> bool:
+        """Sleep until ``channel`` is notified after count ``seen``, or ``timeout`` s."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._counts.get(channel, 0) != seen, timeout)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+        pubsub = self._pubsub
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                pubsub.close()
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._pubsub = self._make_pubsub()
+            self._thread = threading.Thread(target=self._listen, name="smq-waker", daemon=True)
+            self._thread.start()
+
+    def _send(self, command: str, channel: str) -> None:
+        with self._send_lock:
+            getattr(self._pubsub, command)(channel)
+
+    def _listen(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                pubsub = self._pubsub
+            try:
+                message = pubsub.get_message(timeout=1.0)
+            except Exception as error:  # connection lost: wake everyone, then resubscribe
+                if self._closed:
+                    return
+                log.warning("wake channel connection lost (%s); reconnecting", error)
+                self._reconnect()
+                continue
+            if message is not None:
+                self._handle(message)
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        channel = message["channel"]
+        if isinstance(channel, bytes):
+            channel = channel.decode()
+        with self._cond:
+            if kind == "message":
+                self._counts[channel] = self._counts.get(channel, 0) + 1
+            elif kind == "subscribe":
+                self._confirmed.add(channel)
+            elif kind == "unsubscribe":
+                self._confirmed.discard(channel)
+            self._cond.notify_all()
+
+    def _reconnect(self) -> None:
+        with self._cond:
+            old = self._pubsub
+            self._confirmed.clear()
+            for channel in self._counts:
+                self._counts[channel] += 1  # a poll that missed a publish re-polls
+            self._cond.notify_all()
+        with contextlib.suppress(Exception):
+            old.close()
+        time.sleep(_RECONNECT_DELAY)
+        with self._cond:
+            self._pubsub = self._make_pubsub()
+            channels = list(self._watchers)
+        for channel in channels:
+            with contextlib.suppress(Exception):
+                self._send("subscribe", channel)
