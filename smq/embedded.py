@@ -224,9 +224,13 @@ class EmbeddedCluster:
     def _node_ready(self, node: EmbeddedRedis) -> bool:
         with node.client() as connection:
             info = connection.execute_command("CLUSTER INFO")
-            text = info.decode() if isinstance(info, bytes) else str(info)
-            known = int(text.split("cluster_known_nodes:")[1].split()[0])
-            return "cluster_state:ok" in text and known == self.masters
+            if isinstance(info, (bytes, str)):  # older redis-py returns the raw text
+                text = info.decode() if isinstance(info, bytes) else info
+                info = dict(line.split(":", 1) for line in text.split() if ":" in line)
+            return bool(
+                str(info.get("cluster_state")) == "ok"
+                and int(info.get("cluster_known_nodes", 0)) == self.masters
+            )
 
     def stop(self) -> None:
         for node in self.nodes:
