@@ -195,7 +195,9 @@ class Queue:
                     # A timeout or delay falls due then (by the Redis clock);
                     # the small margin lets it pass on the server too.
                     remaining = min(remaining, next_due_ms / 1000 + 0.002)
-                waker.wait(channel, seen, remaining)
+                woken = waker.wait(channel, seen, remaining)
+                if not woken and time.monotonic() >= deadline:
+                    return []
 
     def _receive_once(self, max_messages: int, visibility_ms: int) -> tuple[list[Message], int, int, bool]:
         token = secrets.token_urlsafe(12)

@@ -1,0 +1,157 @@
+"""Dead-letter queues and redrive: two-step moves that survive a crash."""
+
+from __future__ import annotations
+
+import pytest
+
+import smq
+from conftest import Clock
+from smq import _moves
+
+
+def _dead_letter_setup(client: smq.Client, max_receives: int = 2) -> tuple[smq.Queue, smq.Queue]:
+    dlq = client.create_queue("jobs-dlq")
+    queue = client.create_queue("jobs", visibility_timeout=10, redrive_policy=smq.RedrivePolicy("jobs-dlq", max_receives))
+    return queue, dlq
+
+
+def _exhaust(queue: smq.Queue, clock: Clock, receives: int) -> str:
+    queue.send("poison", attributes={"k": "v"})
+    message_id = ""
+    for n in range(receives):
+        (message,) = queue.receive()
+        assert message.receive_count == n + 1
+        message_id = message.message_id
+        clock.advance(10)
+    return message_id
+
+
+def test_message_moves_to_dead_letter_queue_after_max_receives(client: smq.Client, clock: Clock) -> None:
+    queue, dlq = _dead_letter_setup(client)
+    message_id = _exhaust(queue, clock, 2)
+    assert queue.receive() == []  # the third receive moves it instead
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.moving, info.counters["dead_lettered"]) == (0, 0, 0, 1)
+    (dead,) = dlq.receive()
+    assert (dead.message_id, dead.body, dict(dead.attributes)) == (message_id, "poison", {"k": smq.MessageAttribute("String", "v")})
+    assert dead.receive_count == 3  # its receives so far, this one included
+    assert dlq.attributes().counters["moved_in"] == 1
+
+
+def test_other_messages_are_still_received_in_the_same_call(client: smq.Client, clock: Clock) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    _exhaust(queue, clock, 1)
+    queue.send("fine")
+    assert [m.body for m in queue.receive(10)] == ["fine"]
+    assert dlq.attributes().visible == 1
+
+
+def test_crash_after_first_step_loses_nothing(client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    _exhaust(queue, clock, 1)
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt("process died between step 1 and step 2")
+
+    monkeypatch.setattr(_moves, "_move_in", crash)
+    with pytest.raises(KeyboardInterrupt):
+        queue.receive()
+    monkeypatch.undo()
+    assert queue.attributes().moving == 1
+    assert dlq.attributes().visible == 0
+    clock.advance(10)
+    assert queue.receive() == []  # too young to recover (30 s)
+    clock.advance(21)
+    assert queue.receive() == []  # this receive recovers the move
+    assert queue.attributes().moving == 0
+    assert len(dlq.receive(10)) == 1
+
+
+def test_crash_after_second_step_does_not_double(client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    _exhaust(queue, clock, 1)
+    real_run = client.run
+
+    def crash_on_done(script: str, *args: object, **kwargs: object) -> object:
+        if script == "move_done":
+            raise KeyboardInterrupt("process died between step 2 and step 3")
+        return real_run(script, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(client, "run", crash_on_done)
+    with pytest.raises(KeyboardInterrupt):
+        queue.receive()
+    monkeypatch.undo()
+    assert (queue.attributes().moving, dlq.attributes().visible) == (1, 1)
+    assert client.recover("jobs") == 1
+    assert client.recover("jobs") == 0
+    assert queue.attributes().moving == 0
+    assert len(dlq.receive(10)) == 1  # stored once, though step 2 ran twice
+    assert dlq.receive(10) == []
+
+
+def test_dead_letter_queue_must_exist_and_not_be_itself(client: smq.Client) -> None:
+    with pytest.raises(smq.QueueDoesNotExist, match="create it first"):
+        client.create_queue("jobs", redrive_policy=smq.RedrivePolicy("missing", 3))
+    with pytest.raises(smq.InvalidAttributeValue):
+        client.create_queue("jobs", redrive_policy=smq.RedrivePolicy("jobs", 3))
+    queue = client.create_queue("jobs")
+    with pytest.raises(smq.QueueDoesNotExist):
+        queue.set_attributes(redrive_policy=smq.RedrivePolicy("missing", 3))
+
+
+def test_redrive_policy_can_be_set_and_removed(client: smq.Client) -> None:
+    client.create_queue("dlq")
+    queue = client.create_queue("jobs")
+    queue.set_attributes(redrive_policy=smq.RedrivePolicy("dlq", 5))
+    assert queue.attributes().config.redrive_policy == smq.RedrivePolicy("dlq", 5)
+    queue.set_attributes(redrive_policy=None)
+    assert queue.attributes().config.redrive_policy is None
+
+
+def test_redrive_returns_messages_to_their_source_queues(client: smq.Client, clock: Clock) -> None:
+    dlq = client.create_queue("dlq")
+    a = client.create_queue("a", visibility_timeout=10, redrive_policy=smq.RedrivePolicy("dlq", 1))
+    b = client.create_queue("b", visibility_timeout=10, redrive_policy=smq.RedrivePolicy("dlq", 1))
+    for queue in (a, b):
+        for n in range(3):
+            queue.send(f"{queue.name}{n}")
+        queue.receive(10)
+    clock.advance(10)
+    assert a.receive(10) == [] and b.receive(10) == []
+    assert dlq.attributes().visible == 6
+    assert client.redrive("dlq") == 6
+    assert dlq.attributes().visible == 0
+    for queue in (a, b):
+        messages = queue.receive(10)
+        assert sorted(m.body for m in messages) == [f"{queue.name}{n}" for n in range(3)]
+        assert {m.receive_count for m in messages} == {1}  # a redriven message starts over
+
+
+def test_redrive_to_a_named_queue_with_a_limit(client: smq.Client, clock: Clock) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    other = client.create_queue("other")
+    for n in range(5):
+        queue.send(f"m{n}")
+    queue.receive(10)
+    clock.advance(10)
+    queue.receive(10)
+    assert client.redrive("jobs-dlq", destination="other", max_messages=3) == 3
+    assert (dlq.attributes().visible, other.attributes().visible) == (2, 3)
+    with pytest.raises(smq.QueueDoesNotExist):
+        client.redrive("jobs-dlq", destination="missing")
+
+
+def test_redrive_leaves_messages_with_no_origin(client: smq.Client) -> None:
+    dlq = client.create_queue("dlq")
+    dlq.send("sent here directly")
+    assert client.redrive("dlq") == 0
+    assert dlq.attributes().visible == 1
+
+
+def test_dead_letter_move_to_a_deleted_queue_keeps_the_message(client: smq.Client, clock: Clock) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    _exhaust(queue, clock, 1)
+    client.delete_queue("jobs-dlq")
+    assert queue.receive() == []
+    info = queue.attributes()
+    assert info.visible + info.moving == 1  # back in the source, not lost

@@ -1,0 +1,73 @@
+"""In-flight limit and retention."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import smq
+from conftest import Clock
+
+
+def test_short_poll_over_the_inflight_limit_raises_over_limit(client: smq.Client) -> None:
+    queue = client.create_queue("jobs", inflight_limit=3)
+    for n in range(5):
+        queue.send(f"m{n}")
+    assert len(queue.receive(2)) == 2
+    assert len(queue.receive(10)) == 1  # only the room left
+    with pytest.raises(smq.OverLimit):
+        queue.receive()
+    assert queue.attributes().visible == 2
+
+
+def test_long_poll_over_the_limit_waits_and_returns_nothing(client: smq.Client) -> None:
+    queue = client.create_queue("jobs", inflight_limit=1)
+    queue.send("a")
+    queue.send("b")
+    queue.receive()
+    started = time.monotonic()
+    assert queue.receive(wait_time_seconds=1) == []
+    assert 0.9 <= time.monotonic() - started < 5
+
+
+def test_long_poll_over_the_limit_wakes_when_a_delete_makes_room(client: smq.Client) -> None:
+    queue = client.create_queue("jobs", inflight_limit=1)
+    queue.send("a")
+    queue.send("b")
+    (held,) = queue.receive()
+    timer = threading.Timer(0.3, queue.delete, args=[held.receipt_handle])
+    timer.start()
+    started = time.monotonic()
+    (message,) = queue.receive(wait_time_seconds=10)
+    timer.join()
+    assert message.body == "b"
+    assert time.monotonic() - started < 5
+
+
+def test_messages_past_retention_are_dropped_and_counted(client: smq.Client, clock: Clock) -> None:
+    queue = client.create_queue("jobs", message_retention_period=60, visibility_timeout=10)
+    queue.send("old")
+    clock.advance(30)
+    queue.send("young")
+    (received,) = queue.receive()  # "old", 30 s old: still kept
+    clock.advance(30)  # "old" is 60 s old, in flight; "young" 30 s
+    assert [m.body for m in queue.receive(10, visibility_timeout=100)] == ["young"]
+    clock.advance(10)  # "old" comes back from flight past its retention
+    assert queue.receive(10) == []
+    info = queue.attributes()
+    assert info.counters["retention_expired"] == 1
+    assert (info.visible, info.in_flight) == (0, 1)  # young is in flight
+    assert queue.delete(received.receipt_handle) is False
+
+
+def test_retention_drops_are_bounded_per_receive(client: smq.Client, clock: Clock) -> None:
+    queue = client.create_queue("jobs", message_retention_period=60)
+    for _ in range(15):
+        queue.send_batch([smq.SendEntry(f"e{n}", "x") for n in range(10)])
+    clock.advance(60)
+    assert queue.receive(10) == []
+    assert queue.attributes().counters["retention_expired"] == 100
+    assert queue.receive(10) == []
+    assert queue.attributes().counters["retention_expired"] == 150

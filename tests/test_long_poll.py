@@ -1,0 +1,88 @@
+"""Long polling: returns as soon as a message is available, without polling Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import smq
+
+
+def _timed_receive(queue: smq.Queue, **kwargs: int) -> tuple[list[smq.Message], float]:
+    started = time.monotonic()
+    messages = queue.receive(**kwargs)
+    return messages, time.monotonic() - started
+
+
+def test_long_poll_wakes_on_send(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    timer = threading.Timer(0.3, queue.send, args=["hello"])
+    timer.start()
+    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
+    timer.join()
+    assert [m.body for m in messages] == ["hello"]
+    assert 0.25 <= elapsed < 3
+
+
+def test_long_poll_wakes_when_a_visibility_timeout_runs_out(client: smq.Client) -> None:
+    queue = client.create_queue("jobs", visibility_timeout=1)
+    queue.send("x")
+    queue.receive()
+    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
+    assert len(messages) == 1
+    assert 0.8 <= elapsed < 3
+
+
+def test_long_poll_wakes_when_a_delay_falls_due(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    queue.send("later", delay_seconds=1)
+    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
+    assert [m.body for m in messages] == ["later"]
+    assert 0.8 <= elapsed < 3
+
+
+def test_long_poll_wakes_on_a_timeout_zero_release(client: smq.Client) -> None:
+    queue = client.create_queue("jobs", visibility_timeout=600)
+    queue.send("x")
+    (message,) = queue.receive()
+    timer = threading.Timer(0.3, queue.change_visibility, args=[message.receipt_handle, 0])
+    timer.start()
+    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
+    timer.join()
+    assert len(messages) == 1 and elapsed < 3
+
+
+def test_queue_wait_time_is_the_default_wait(client: smq.Client) -> None:
+    queue = client.create_queue("jobs", receive_message_wait_time_seconds=1)
+    messages, elapsed = _timed_receive(queue)
+    assert messages == [] and 0.9 <= elapsed < 3
+    messages, elapsed = _timed_receive(queue, wait_time_seconds=0)
+    assert messages == [] and elapsed < 0.5
+
+
+def test_many_waiters_share_one_connection_and_all_get_served(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    results: list[list[smq.Message]] = []
+    waiters = [threading.Thread(target=lambda: results.append(queue.receive(wait_time_seconds=10))) for _ in range(8)]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.3)
+    for n in range(8):
+        queue.send(f"m{n}")
+    for waiter in waiters:
+        waiter.join(timeout=15)
+    assert sorted(m.body for batch in results for m in batch) == [f"m{n}" for n in range(8)]
+
+
+def test_an_idle_long_poll_does_not_poll_redis(redis_client: smq.Client) -> None:
+    queue = redis_client.create_queue("jobs")
+    queue.receive()  # loads the script
+
+    def receives() -> int:
+        stats = redis_client._redis.info("commandstats")
+        return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+    before = receives()
+    messages, elapsed = _timed_receive(queue, wait_time_seconds=2)
+    assert messages == [] and elapsed >= 1.9
+    assert receives() - before <= 2  # one try before subscribing, one after
