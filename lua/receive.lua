@@ -92,8 +92,12 @@ if #expired > 0 then
   redis.call('ZREM', inflight, unpack(expired))
   redis.call('RPUSH', visible, unpack(expired))
   redis.call('HINCRBY', stats, 'visibility_expired', #expired)
-  for i = 1, #expired do
-    emit(events, events_max, now, 'visibility_expired', expired[i], 0)
+  if events_max > 0 then
+    local expired_states = redis.call('HMGET', state, unpack(expired))
+    for i = 1, #expired do
+      local _, receive_count = parse_state(expired_states[i] or '|0|0|0')
+      emit(events, events_max, now, 'visibility_expired', expired[i], receive_count)
+    end
   end
 end
 

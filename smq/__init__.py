@@ -14,6 +14,7 @@ Start with :class:`Client`::
 
 from ._client import Client
 from ._config import COUNTERS, MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, RedrivePolicy
+from ._digest import md5_of_attributes, md5_of_body
 from ._errors import (
     BackendError,
     BatchEntryIdsNotDistinct,
@@ -50,7 +51,6 @@ from ._message import (
     SendEntry,
     SendResult,
 )
-from ._digest import md5_of_attributes, md5_of_body
 from ._queue import Queue
 from ._settings import Settings
 

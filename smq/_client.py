@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -181,9 +182,7 @@ class Client:
 
     # -- the script boundary --------------------------------------------------
 
-    def run(
-        self, script: str, keys: QueueKeys, args: Sequence[Any], *, queue: str, tolerate: int = 0
-    ) -> Any:
+    def run(self, script: str, keys: QueueKeys, args: Sequence[Any], *, queue: str, tolerate: int = 0) -> Any:
         """Run a script; raise the error its status names (but ``tolerate``)."""
         if not self._checked:
             self._check_redis()
@@ -242,7 +241,7 @@ class Client:
 
 def _pairs(flat: Sequence[Any]) -> dict[str, str]:
     as_text = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
-    return dict(zip(as_text[::2], as_text[1::2]))
+    return dict(zip(as_text[::2], as_text[1::2], strict=True))
 
 
 __all__ = ["Client", "Status", "connect"]

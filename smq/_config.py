@@ -7,8 +7,9 @@ the queue's ``meta`` hash).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 from ._errors import InvalidAttributeName, InvalidAttributeValue, InvalidQueueName
 
@@ -29,9 +30,7 @@ def check_queue_name(name: object) -> str:
                 "which this version of smq does not support yet"
             )
     if not _NAME.fullmatch(name):
-        raise InvalidQueueName(
-            f"queue name {name!r} is invalid: use 1 to 80 letters, digits, '-' or '_'"
-        )
+        raise InvalidQueueName(f"queue name {name!r} is invalid: use 1 to 80 letters, digits, '-' or '_'")
     return name
 
 
@@ -148,8 +147,7 @@ def check_setting_names(settings: Mapping[str, object]) -> None:
     unknown = sorted(set(settings) - SETTING_NAMES)
     if unknown:
         raise InvalidAttributeName(
-            f"unknown queue attribute(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(SETTING_NAMES))}"
+            f"unknown queue attribute(s) {', '.join(unknown)}; known: {', '.join(sorted(SETTING_NAMES))}"
         )
 
 

@@ -53,7 +53,7 @@ class QueueKeys:
     @classmethod
     def of(cls, name: str) -> QueueKeys:
         base = f"{PREFIX}:{{{name}}}:"
-        return cls(name, *(base + kind for kind in KINDS), wake_channel=base + "wake")
+        return cls(name=name, wake_channel=base + "wake", **{kind: base + kind for kind in KINDS})
 
     def by_kind(self, kind: str) -> str:
         if kind not in KINDS:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Generic, Mapping, TypeVar, Union
+from typing import Generic, TypeVar, Union
 
 from ._digest import md5_of_attributes, md5_of_body
 from ._errors import (
@@ -44,7 +45,7 @@ class MessageAttribute:
     value: str | bytes
 
 
-AttributeValue = Union[str, int, float, Decimal, bytes, MessageAttribute]
+AttributeValue = Union[str, int, float, Decimal, bytes, MessageAttribute]  # noqa: UP007
 """What a caller may pass as a message attribute: plain values get the type
 String (``str``), Number (``int``, ``float``, ``Decimal``) or Binary (``bytes``)."""
 
@@ -55,7 +56,9 @@ def _check_number(name: str, text: str) -> None:
     except InvalidOperation:
         raise InvalidAttributeValue(f"message attribute {name!r}: {text!r} is not a number") from None
     if not number.is_finite() or len(number.as_tuple().digits) > 38:
-        raise InvalidAttributeValue(f"message attribute {name!r}: {text!r} is not a number of at most 38 digits")
+        raise InvalidAttributeValue(
+            f"message attribute {name!r}: {text!r} is not a number of at most 38 digits"
+        )
     if number != 0 and not Decimal("-1e128") <= number <= Decimal("1e126"):
         raise InvalidAttributeValue(f"message attribute {name!r}: {text!r} is outside -10^128 to 10^126")
 
@@ -182,9 +185,7 @@ def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:
     if match is None:
         raise ReceiptHandleIsInvalid(f"receipt handle {receipt!r} is not one smq issued")
     if match.group(1) != queue:
-        raise ReceiptHandleIsInvalid(
-            f"receipt handle was issued by queue {match.group(1)!r}, not {queue!r}"
-        )
+        raise ReceiptHandleIsInvalid(f"receipt handle was issued by queue {match.group(1)!r}, not {queue!r}")
     return match.group(2), match.group(3)
 
 

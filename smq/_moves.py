@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import secrets
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueDoesNotExist
 from ._keys import QueueKeys
@@ -45,8 +46,8 @@ def finish_moves(client: Client, source: str, flat: Sequence[Any]) -> int:
     ids: list[str] = []
     for i in range(0, len(flat), 2):
         message_id = _text(flat[i])
-        token, destination, origin, count, first, record = bytes(flat[i + 1]).split(b"|", 5)
-        by_destination[destination.decode()].append([message_id, token, origin, count, first, record])
+        token, to, origin, count, first, record = bytes(flat[i + 1]).split(b"|", 5)
+        by_destination[_text(to)].append([message_id, token, origin, count, first, record])
         ids.append(message_id)
     source_keys = QueueKeys.of(source)
     for destination, entries in by_destination.items():
@@ -54,7 +55,9 @@ def finish_moves(client: Client, source: str, flat: Sequence[Any]) -> int:
             _move_in(client, QueueKeys.of(destination), entries)
         except QueueDoesNotExist:
             # Nothing is lost: the messages go back to where they were.
-            log.warning("queue %r does not exist: %d message(s) stay in %r", destination, len(entries), source)
+            log.warning(
+                "queue %r does not exist: %d message(s) stay in %r", destination, len(entries), source
+            )
             _move_in(client, source_keys, entries)
     for start in range(0, len(ids), MOVE_CHUNK):
         chunk = ids[start : start + MOVE_CHUNK]

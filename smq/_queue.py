@@ -6,7 +6,8 @@ import re
 import secrets
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._config import MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, check_setting_names
 from ._errors import (
@@ -121,7 +122,11 @@ class Queue:
             try:
                 body = check_body(entry.body)
                 attributes = to_attributes(entry.attributes)
-                delay = -1 if entry.delay_seconds is None else _check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
+                delay = (
+                    -1
+                    if entry.delay_seconds is None
+                    else _check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
+                )
             except SmqError as error:
                 if single:
                     raise
@@ -139,7 +144,7 @@ class Queue:
         args[2] = len(pending)
         reply = self._client.run("send", self.keys, args, queue=self.name)
         successful: list[SendResult] = []
-        for result, status in zip(pending, reply[1:]):
+        for result, status in zip(pending, reply[1:], strict=True):
             if status == Status.OK:
                 successful.append(result)
             else:
@@ -168,7 +173,9 @@ class Queue:
         _check_int("max_messages", max_messages, 1, MAX_BATCH)
         visibility_ms = -1
         if visibility_timeout is not None:
-            visibility_ms = _check_int("visibility_timeout", visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT) * 1000
+            visibility_ms = (
+                _check_int("visibility_timeout", visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT) * 1000
+            )
         if wait_time_seconds is not None:
             _check_int("wait_time_seconds", wait_time_seconds, 0, MAX_WAIT_SECONDS)
         messages, next_due_ms, wait_ms, over_limit = self._receive_once(max_messages, visibility_ms)
@@ -242,7 +249,9 @@ class Queue:
         only. Raises MessageNotInflight, StaleReceipt, or
         VisibilityCeilingExceeded (past 12 h after the receive).
         """
-        result = self.change_visibility_batch([ChangeEntry("single", receipt_handle, visibility_timeout)], _single=True)
+        result = self.change_visibility_batch(
+            [ChangeEntry("single", receipt_handle, visibility_timeout)], _single=True
+        )
         if result.failed:  # pragma: no cover - _single raises instead
             raise SmqError(result.failed[0].message)
 
@@ -257,7 +266,9 @@ class Queue:
         failed: list[BatchFailure] = []
         for entry in entries:
             try:
-                timeout = _check_int("visibility_timeout", entry.visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT)
+                timeout = _check_int(
+                    "visibility_timeout", entry.visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT
+                )
                 message_id, token = parse_receipt(self.name, entry.receipt_handle)
             except SmqError as error:
                 if _single:
@@ -270,7 +281,7 @@ class Queue:
             args[2] = len(pending)
             reply = self._client.run("change_visibility", self.keys, args, queue=self.name)
         successful: list[str] = []
-        for entry_id, status in zip(pending, reply[1:] if pending else []):
+        for entry_id, status in zip(pending, reply[1:] if pending else [], strict=True):
             if status == Status.OK:
                 successful.append(entry_id)
             elif _single:
@@ -360,4 +371,4 @@ class Queue:
 
 def _text_pairs(flat: Sequence[Any]) -> dict[str, str]:
     text = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
-    return dict(zip(text[::2], text[1::2]))
+    return dict(zip(text[::2], text[1::2], strict=True))

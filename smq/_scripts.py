@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from redis.exceptions import NoScriptError
 
@@ -76,10 +77,9 @@ class ScriptRunner:
 
     def __init__(self, redis: Any) -> None:
         self._redis = redis
-        self._sources = sources()
 
     def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
-        source = self._sources[name]
+        source = sources()[name]
         key_names = [keys.by_kind(kind) for kind in source.key_kinds]
         try:
             return self._redis.evalsha(source.sha, len(key_names), *key_names, *args)

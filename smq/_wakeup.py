@@ -14,7 +14,8 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ._errors import BackendError
 

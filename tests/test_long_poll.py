@@ -63,7 +63,9 @@ def test_queue_wait_time_is_the_default_wait(client: smq.Client) -> None:
 def test_many_waiters_share_one_connection_and_all_get_served(client: smq.Client) -> None:
     queue = client.create_queue("jobs")
     results: list[list[smq.Message]] = []
-    waiters = [threading.Thread(target=lambda: results.append(queue.receive(wait_time_seconds=10))) for _ in range(8)]
+    waiters = [
+        threading.Thread(target=lambda: results.append(queue.receive(wait_time_seconds=10))) for _ in range(8)
+    ]
     for waiter in waiters:
         waiter.start()
     time.sleep(0.3)

@@ -18,7 +18,11 @@ def test_digests_match_sqs_reference_values() -> None:
     )
     # Binary, custom Number type and non-ASCII value, cross-checked against an
     # independent implementation of the SQS algorithm.
-    mixed = {"b": Attr("Binary", bytes([0, 1, 2, 255])), "n": Attr("Number.int", "42"), "u": Attr("String", "naïve")}
+    mixed = {
+        "b": Attr("Binary", bytes([0, 1, 2, 255])),
+        "n": Attr("Number.int", "42"),
+        "u": Attr("String", "naïve"),
+    }
     assert smq.md5_of_attributes(mixed) == "44bfc1cacf7f833bfa579bfe82e26845"
     assert smq.md5_of_attributes({}) is None
 
@@ -26,7 +30,9 @@ def test_digests_match_sqs_reference_values() -> None:
 def test_body_and_attributes_round_trip_with_digests(client: smq.Client) -> None:
     queue = client.create_queue("jobs")
     body = "héllo ✓ \U0001f600 | : 0:"
-    sent = queue.send(body, attributes={"s": "text", "n": 3.5, "i": 7, "b": b"\x00\xff", "c": Attr("String.x", "y")})
+    sent = queue.send(
+        body, attributes={"s": "text", "n": 3.5, "i": 7, "b": b"\x00\xff", "c": Attr("String.x", "y")}
+    )
     (message,) = queue.receive()
     assert message.body == body
     assert message.message_id == sent.message_id
@@ -93,7 +99,9 @@ def test_size_limit_counts_body_and_attributes(client: smq.Client) -> None:
         ({f"k{n}": "v" for n in range(11)}, smq.InvalidAttributeValue),
     ],
 )
-def test_bad_message_attributes_raise_before_sending(client: smq.Client, attributes: dict, error: type) -> None:
+def test_bad_message_attributes_raise_before_sending(
+    client: smq.Client, attributes: dict, error: type
+) -> None:
     queue = client.create_queue("jobs")
     with pytest.raises(error):
         queue.send("x", attributes=attributes)
@@ -150,7 +158,10 @@ def test_batch_send_reports_each_entry(client: smq.Client) -> None:
         ]
     )
     assert [r.id for r in result.successful] == ["a", "d", "e"]
-    assert {(f.id, f.code) for f in result.failed} == {("b", "MessageTooLong"), ("c", "InvalidMessageContents")}
+    assert {(f.id, f.code) for f in result.failed} == {
+        ("b", "MessageTooLong"),
+        ("c", "InvalidMessageContents"),
+    }
     assert all(f.sender_fault for f in result.failed)
     assert [m.body for m in queue.receive(10)] == ["first", "last"]
     assert queue.attributes().delayed == 1

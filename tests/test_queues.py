@@ -67,7 +67,9 @@ def test_valid_queue_names_are_accepted(client: smq.Client, name: str) -> None:
         ("visibility_timeout", True),
     ],
 )
-def test_settings_out_of_range_raise_invalid_attribute_value(client: smq.Client, setting: str, value: object) -> None:
+def test_settings_out_of_range_raise_invalid_attribute_value(
+    client: smq.Client, setting: str, value: object
+) -> None:
     with pytest.raises(smq.InvalidAttributeValue, match=setting):
         client.create_queue("jobs", **{setting: value})
     assert not client.queue_exists("jobs")

@@ -204,7 +204,9 @@ def test_delete_of_a_deleted_message_succeeds_and_deletes_nothing(client: smq.Cl
 
 
 @pytest.mark.parametrize("receipt", ["", "garbage", "jobs:id", "other:abc:QI4ExglSQ8Pg599O", 42])
-def test_malformed_or_foreign_receipts_raise_receipt_handle_is_invalid(client: smq.Client, receipt: object) -> None:
+def test_malformed_or_foreign_receipts_raise_receipt_handle_is_invalid(
+    client: smq.Client, receipt: object
+) -> None:
     queue = client.create_queue("jobs")
     with pytest.raises(smq.ReceiptHandleIsInvalid):
         queue.delete(receipt)  # type: ignore[arg-type]
@@ -246,14 +248,18 @@ def test_batch_change_and_delete_report_each_entry(client: smq.Client, clock: Cl
     }
     (b_again,) = queue.receive()
     assert b_again.message_id == b.message_id
-    deleted = queue.delete_batch([DeleteEntry("a", a.receipt_handle), DeleteEntry("b", b_again.receipt_handle)])
+    deleted = queue.delete_batch(
+        [DeleteEntry("a", a.receipt_handle), DeleteEntry("b", b_again.receipt_handle)]
+    )
     assert deleted.successful == ["a", "b"] and deleted.failed == []
     assert queue.attributes().in_flight == 0
     with pytest.raises(smq.BatchEntryIdsNotDistinct):
         queue.delete_batch([DeleteEntry("x", a.receipt_handle), DeleteEntry("x", a.receipt_handle)])
 
 
-def test_expired_messages_are_reclaimed_a_bounded_number_per_receive(client: smq.Client, clock: Clock) -> None:
+def test_expired_messages_are_reclaimed_a_bounded_number_per_receive(
+    client: smq.Client, clock: Clock
+) -> None:
     queue = client.create_queue("jobs", visibility_timeout=5)
     for _ in range(25):
         queue.send_batch([smq.SendEntry(f"e{n}", "x") for n in range(10)])

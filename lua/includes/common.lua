@@ -61,7 +61,8 @@ local function format_state(token, count, first, received)
 end
 
 -- Lifecycle event, only when the queue keeps an event stream (events_max > 0).
--- The receive count names the receipt without revealing its secret token.
+-- The receive count names the receipt without revealing its secret token
+-- (for a stale receipt: the message's current count).
 local function emit(events, events_max, now, kind, id, count, extra)
   if events_max > 0 then
     redis.call('XADD', events, 'MAXLEN', '~', events_max, '*',

@@ -1,0 +1,57 @@
+"""Redis Cluster specifics: queues spread over slots, moves cross them."""
+
+from __future__ import annotations
+
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
+
+import smq
+from conftest import Clock
+from smq.embedded import EmbeddedCluster
+
+
+def _cluster_client(cluster: EmbeddedCluster) -> smq.Client:
+    client = smq.Client(settings=smq.Settings(url=cluster.url, cluster=True))
+    client._redis.flushall(target_nodes=RedisCluster.PRIMARIES)
+    return client
+
+
+def test_queues_spread_over_the_cluster_primaries(redis_cluster: EmbeddedCluster) -> None:
+    client = _cluster_client(redis_cluster)
+    names = [f"q{n}" for n in range(30)]
+    for name in names:
+        client.create_queue(name).send(name)
+    nodes = {client._redis.get_node_from_key(f"smq:{{{name}}}:meta").name for name in names}
+    assert len(nodes) == 3
+    assert sorted(client.list_queues("q")) == sorted(names)
+    for name in names:
+        (message,) = client.queue(name).receive()
+        assert message.body == name
+
+
+def test_dead_letter_move_and_redrive_cross_primaries(redis_cluster: EmbeddedCluster) -> None:
+    client = _cluster_client(redis_cluster)
+    source, target = "src", "dlq-3"
+    source_node = client._redis.get_node_from_key(f"smq:{{{source}}}:meta").name
+    target_node = client._redis.get_node_from_key(f"smq:{{{target}}}:meta").name
+    assert key_slot(source.encode()) != key_slot(target.encode())
+    assert source_node != target_node, "pick names on two different primaries"
+    clock = Clock(client)
+    dlq = client.create_queue(target)
+    queue = client.create_queue(source, visibility_timeout=5, redrive_policy=smq.RedrivePolicy(target, 1))
+    queue.send_batch([smq.SendEntry(f"e{n}", f"m{n}") for n in range(10)])
+    assert len(queue.receive(10)) == 10
+    clock.advance(5)
+    assert queue.receive(10) == []
+    assert dlq.attributes().visible == 10
+    assert client.redrive(target) == 10
+    assert sorted(m.body for m in queue.receive(10)) == [f"m{n}" for n in range(10)]
+
+
+def test_scripts_load_on_every_primary(redis_cluster: EmbeddedCluster) -> None:
+    client = _cluster_client(redis_cluster)
+    for node in client._redis.get_primaries():
+        client._redis.get_redis_connection(node).script_flush()
+    for n in range(12):
+        client.create_queue(f"fresh{n}").send("x")  # NOSCRIPT on each node, then loaded
+    assert all(len(client.queue(f"fresh{n}").receive()) == 1 for n in range(12))

@@ -1,0 +1,71 @@
+"""A safe client: no silent retries, explicit errors, no evicting Redis."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+import smq
+from smq.embedded import EmbeddedRedis
+
+
+def test_redis_that_may_evict_is_refused_unless_overridden(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path, config=["maxmemory-policy allkeys-lru"]) as server:
+        with pytest.raises(smq.UnsafeRedisConfig, match="allkeys-lru"):
+            smq.Client(server.url).create_queue("jobs")
+        with server.client() as admin:
+            assert admin.keys("*") == []  # refused before anything was written
+        risky = smq.Client(settings=smq.Settings(url=server.url, allow_eviction=True))
+        risky.create_queue("jobs").send("x")
+
+
+class _DroppingServer:
+    """Accepts connections, reads one request and hangs up: counts the tries."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.recv(65536)
+            conn.close()
+
+
+def test_a_lost_call_is_not_retried_and_raises_outcome_unknown() -> None:
+    server = _DroppingServer()
+    client = smq.Client(settings=smq.Settings(url=f"redis://127.0.0.1:{server.port}", allow_eviction=True))
+    with pytest.raises(smq.OutcomeUnknown):
+        client.queue("jobs").send("x")
+    assert server.connections == 1
+    server.listener.close()
+
+
+def test_unreachable_redis_raises_a_backend_error_quickly(tmp_path: Path) -> None:
+    settings = smq.Settings(url=f"unix://{tmp_path}/missing.sock", connect_timeout=1)
+    with pytest.raises(smq.BackendError):
+        smq.Client(settings=settings).create_queue("jobs")
+
+
+def test_constructing_a_client_opens_no_connection() -> None:
+    smq.Client("redis://127.0.0.1:1/0")  # nothing listens there; no error until used
+
+
+def test_redis_errors_are_wrapped_at_the_boundary(redis_client: smq.Client) -> None:
+    queue = redis_client.create_queue("jobs")
+    redis_client._redis.set(queue.keys.visible, "not a list")
+    with pytest.raises(smq.BackendError, match="WRONGTYPE") as caught:
+        queue.send("x")
+    assert caught.value.__cause__ is not None

@@ -1,0 +1,24 @@
+"""Lint, format and strict typing are part of the suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def _run(*command: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_finds_nothing() -> None:
+    _run("ruff", "check", "smq", "tests", "bench")
+    _run("ruff", "format", "--check", "smq", "tests", "bench")
+
+
+def test_mypy_strict_passes_on_the_package() -> None:
+    _run("mypy")
