@@ -42,14 +42,20 @@ local events_max = tonumber(settings[1])
 local inflight_limit = tonumber(settings[2]) or 120000
 local was_full = redis.call('ZCARD', inflight) >= inflight_limit
 
-local reply = {OK}
-local deleted, stale, ghosts = 0, 0, 0
+local ids = {}
 for i = 1, count do
-  local id = ARGV[2 * i + 2]
-  local token = ARGV[2 * i + 3]
-  local current = redis.call('HGET', state, id)
+  ids[i] = ARGV[2 * i + 2]
+end
+local states = redis.call('HMGET', state, unpack(ids))
+
+local reply = {OK}
+local doomed = {}
+local doomed_seen = {}
+local stale = 0
+for i = 1, count do
+  local id = ids[i]
   local status
-  if current == false then
+  if states[i] == false then
     if redis.call('HEXISTS', messages, id) == 1 then
       -- Stored but never received: no receipt of it can be current.
       status = STALE_IGNORED
@@ -57,39 +63,41 @@ for i = 1, count do
       status = ALREADY_GONE
     end
   else
-    local held_by, receive_count = parse_state(current)
-    if held_by ~= token then
+    local held_by, receive_count = parse_state(states[i])
+    if held_by ~= ARGV[2 * i + 3] then
       status = STALE_IGNORED
       emit(events, events_max, now, 'stale_receipt', id, receive_count, 'delete')
     else
       status = DELETED
-      if redis.call('ZREM', inflight, id) == 0 then
-        ghosts = ghosts + 1
+      if not doomed_seen[id] then
+        doomed_seen[id] = true
+        doomed[#doomed + 1] = id
+        emit(events, events_max, now, 'deleted', id, receive_count)
       end
-      redis.call('HDEL', messages, id)
-      redis.call('HDEL', state, id)
-      redis.call('HDEL', origins, id)
-      emit(events, events_max, now, 'deleted', id, receive_count)
     end
   end
-  if status == DELETED then
-    deleted = deleted + 1
-  elseif status == STALE_IGNORED then
+  if status == STALE_IGNORED then
     stale = stale + 1
   end
   reply[i + 1] = status
 end
-if deleted > 0 then
-  redis.call('HINCRBY', stats, 'deleted', deleted)
+
+if #doomed > 0 then
+  -- Ids deleted but not in flight are visible again: ghosts in the list.
+  local ghosts = #doomed - redis.call('ZREM', inflight, unpack(doomed))
+  redis.call('HDEL', messages, unpack(doomed))
+  redis.call('HDEL', state, unpack(doomed))
+  redis.call('HDEL', origins, unpack(doomed))
+  redis.call('HINCRBY', stats, 'deleted', #doomed)
+  if ghosts > 0 then
+    redis.call('HINCRBY', meta, 'ghosts', ghosts)
+  end
+  if was_full then
+    -- Long polls waiting on the in-flight limit may go on.
+    redis.call('PUBLISH', wake_channel, '1')
+  end
 end
 if stale > 0 then
   redis.call('HINCRBY', stats, 'stale_receipts', stale)
-end
-if ghosts > 0 then
-  redis.call('HINCRBY', meta, 'ghosts', ghosts)
-end
-if was_full and deleted > 0 then
-  -- Long polls waiting on the in-flight limit may go on.
-  redis.call('PUBLISH', wake_channel, '1')
 end
 return reply

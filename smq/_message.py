@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -175,12 +176,20 @@ def decode_record(record: bytes) -> tuple[int, dict[str, MessageAttribute], str]
     return int(sent), attributes, payload[start + size :].decode("utf-8")
 
 
-def make_receipt(queue: str, message_id: str, token: str) -> str:
-    return f"{queue}:{message_id}:{token}"
+def new_message_ids(count: int) -> list[str]:
+    """``count`` random (version 4) UUIDs, from one read of the OS's random source."""
+    random = bytearray(os.urandom(16 * count))
+    ids = []
+    for start in range(0, 16 * count, 16):
+        random[start + 6] = (random[start + 6] & 0x0F) | 0x40
+        random[start + 8] = (random[start + 8] & 0x3F) | 0x80
+        h = random[start : start + 16].hex()
+        ids.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+    return ids
 
 
 def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:
-    """(message_id, token) of a receipt handle issued by ``queue``."""
+    """(message_id, token) of a receipt handle ``<queue>:<message_id>:<token>``."""
     match = _RECEIPT.fullmatch(receipt) if isinstance(receipt, str) else None
     if match is None:
         raise ReceiptHandleIsInvalid(f"receipt handle {receipt!r} is not one smq issued")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import secrets
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,7 @@ from ._message import (
     check_body,
     decode_record,
     encode_payload,
+    new_message_ids,
     parse_receipt,
     to_attributes,
 )
@@ -118,7 +118,8 @@ class Queue:
         pending: list[SendResult] = []
         failed: list[BatchFailure] = []
         total = 0
-        for entry in entries:
+        message_ids = new_message_ids(len(entries))
+        for entry, message_id in zip(entries, message_ids, strict=True):
             try:
                 body = check_body(entry.body)
                 attributes = to_attributes(entry.attributes)
@@ -134,7 +135,6 @@ class Queue:
                 continue
             size = len(body) + attributes_size(attributes) if attributes else len(body)
             total += size
-            message_id = str(uuid.uuid4())
             args += [message_id, delay, size, encode_payload(body, attributes)]
             pending.append(SendResult(message_id, entry.body, attributes, "" if single else entry.id))
         if total > MAX_BATCH_BYTES:

@@ -183,3 +183,18 @@ def test_malformed_batches_raise_and_send_nothing(client: smq.Client, entries: l
     with pytest.raises(error):
         queue.send_batch(entries)
     assert queue.attributes().visible == 0
+
+
+def test_message_ids_are_distinct_version_4_uuids(client: smq.Client) -> None:
+    import uuid
+
+    queue = client.create_queue("jobs")
+    ids = [
+        r.message_id
+        for _ in range(20)
+        for r in queue.send_batch([SendEntry(f"e{n}", "x") for n in range(10)]).successful
+    ]
+    assert len(set(ids)) == 200
+    for message_id in ids:
+        parsed = uuid.UUID(message_id)
+        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, message_id)
