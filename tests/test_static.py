@@ -16,8 +16,9 @@ def _run(*command: str) -> None:
 
 
 def test_ruff_finds_nothing() -> None:
-    _run("ruff", "check", "smq", "tests", "bench")
-    _run("ruff", "format", "--check", "smq", "tests", "bench")
+    folders = [name for name in ("smq", "tests", "bench") if (ROOT / name).is_dir()]
+    _run("ruff", "check", *folders)
+    _run("ruff", "format", "--check", *folders)
 
 
 def test_mypy_strict_passes_on_the_package() -> None:
