@@ -48,26 +48,18 @@ def _fresh_fake() -> smq.Client:
     return smq.Client(settings=smq.Settings(allow_eviction=True), redis_client=fake)
 
 
+def _fresh(request: pytest.FixtureRequest) -> smq.Client:
+    if request.param == "fake":
+        return _fresh_fake()
+    if request.param == "redis":
+        return _fresh_real(request.getfixturevalue("redis_server"))
+    return _fresh_cluster(request.getfixturevalue("redis_cluster"))
+
+
 @pytest.fixture(params=["fake", "redis", "cluster"])
 def client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
     """A client on a fresh, empty backend: fakeredis, Redis, or Redis Cluster."""
-    if request.param == "fake":
-        made = _fresh_fake()
-    elif request.param == "redis":
-        made = _fresh_real(request.getfixturevalue("redis_server"))
-    else:
-        made = _fresh_cluster(request.getfixturevalue("redis_cluster"))
-    yield made
-    made.close()
-
-
-@pytest.fixture(params=["redis", "cluster"])
-def real_client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
-    """A client on a fresh real Redis or Redis Cluster (not fakeredis)."""
-    if request.param == "redis":
-        made = _fresh_real(request.getfixturevalue("redis_server"))
-    else:
-        made = _fresh_cluster(request.getfixturevalue("redis_cluster"))
+    made = _fresh(request)
     yield made
     made.close()
 
