@@ -2,7 +2,7 @@
 -- counted from now, for the receipt given only.
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] visible (list): ids of visible messages (timeout 0 returns one here)
+-- KEYS[2] visible (list): ids of visible messages (timeout 0 puts one at the head)
 -- KEYS[3] inflight (zset): ids in flight, scored by visibility expiry (ms)
 -- KEYS[4] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>"
 -- KEYS[5] stats (hash): counters
@@ -64,7 +64,7 @@ for i = 1, count do
     else
       if visibility_ms == 0 then
         redis.call('ZREM', inflight, id)
-        redis.call('RPUSH', visible, id)
+        redis.call('LPUSH', visible, id)
         released = released + 1
       else
         redis.call('ZADD', inflight, 'XX', now + visibility_ms, id)

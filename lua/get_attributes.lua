@@ -38,9 +38,9 @@ local visible_n = redis.call('LLEN', visible) - ghosts + expired + due
 local inflight_n = redis.call('ZCARD', inflight) - expired
 local delayed_n = redis.call('ZCARD', delayed) - due
 
--- The oldest message waiting: the receiving end of the list holds the
--- oldest sends; run-out timeouts and delays may be older still.
-local candidates = redis.call('LRANGE', visible, -OLDEST_PROBE, -1)
+-- The oldest message waiting: the head of the list holds the oldest
+-- sends; run-out timeouts and delays may be older still.
+local candidates = redis.call('LRANGE', visible, 0, OLDEST_PROBE - 1)
 local first_expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 1)
 local first_due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1)
 candidates[#candidates + 1] = first_expired[1]

@@ -2,7 +2,7 @@
 -- queue's outbox, once each, however often the step is repeated.
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] visible (list): ids of visible messages (arrivals push on the left)
+-- KEYS[2] visible (list): ids of visible messages (arrivals join the tail)
 -- KEYS[3] messages (hash): id -> record "<sent_ms>|<payload>"
 -- KEYS[4] state (hash): id -> receive state
 -- KEYS[5] stats (hash): counters
@@ -73,7 +73,7 @@ for i = 1, count do
     if origin ~= '' then
       redis.call('HSET', origins, id, origin)
     end
-    redis.call('LPUSH', visible, id)
+    redis.call('RPUSH', visible, id)
     stored = stored + 1
     emit(events, events_max, now, 'moved_in', id, receive_count, origin)
   end

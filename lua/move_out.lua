@@ -2,7 +2,7 @@
 -- visible messages out of this queue into its outbox.
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] visible (list): ids of visible messages (taken from the right)
+-- KEYS[2] visible (list): ids of visible messages (taken from the head)
 -- KEYS[3] messages (hash): id -> record "<sent_ms>|<payload>"
 -- KEYS[4] state (hash): id -> receive state
 -- KEYS[5] stats (hash): counters
@@ -43,7 +43,7 @@ if settings[1] == false then
 end
 local events_max = tonumber(settings[1])
 
-local ids = redis.call('RPOP', visible, max_messages)
+local ids = redis.call('LPOP', visible, max_messages)
 if not ids then
   return {OK, 0}
 end
@@ -75,8 +75,8 @@ for i = 1, #ids do
   end
 end
 if #kept > 0 then
-  -- Back to the left end, so the next call moves on to other messages.
-  redis.call('LPUSH', visible, unpack(kept))
+  -- Back to the tail, so the next call moves on to other messages.
+  redis.call('RPUSH', visible, unpack(kept))
 end
 if ghosts > 0 then
   redis.call('HINCRBY', meta, 'ghosts', -ghosts)

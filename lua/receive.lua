@@ -1,7 +1,8 @@
 -- receive: hand out up to 10 visible messages, each under a new receipt.
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] visible (list): ids of visible messages (received from the right)
+-- KEYS[2] visible (list): ids of visible messages (received from the head;
+--         LPOP with a count is O(count), RPOP with a count is O(length) before Redis 7)
 -- KEYS[3] inflight (zset): ids in flight, scored by visibility expiry (ms)
 -- KEYS[4] delayed (zset): ids of delayed messages, scored by due time (ms)
 -- KEYS[5] messages (hash): id -> record "<sent_ms>|<payload>"
@@ -86,11 +87,11 @@ local function next_due(include_delayed)
   return math.max(soonest - now, 0)
 end
 
--- Visibility timeouts that ran out: back to the receiving end of the list.
+-- Visibility timeouts that ran out: back to the head of the list.
 local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, RECLAIM_MAX)
 if #expired > 0 then
   redis.call('ZREM', inflight, unpack(expired))
-  redis.call('RPUSH', visible, unpack(expired))
+  redis.call('LPUSH', visible, unpack(expired))
   redis.call('HINCRBY', stats, 'visibility_expired', #expired)
   if events_max > 0 then
     local expired_states = redis.call('HMGET', state, unpack(expired))
@@ -105,7 +106,7 @@ end
 local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, PROMOTE_MAX)
 if #due > 0 then
   redis.call('ZREM', delayed, unpack(due))
-  redis.call('LPUSH', visible, unpack(due))
+  redis.call('RPUSH', visible, unpack(due))
 end
 
 local room = inflight_limit - redis.call('ZCARD', inflight)
@@ -121,7 +122,7 @@ local new_states = {}
 local new_inflight = {}
 local ghosts, dropped = 0, 0
 while want > 0 and skips > 0 do
-  local ids = redis.call('RPOP', visible, want)
+  local ids = redis.call('LPOP', visible, want)
   if not ids then
     break
   end

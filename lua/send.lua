@@ -1,7 +1,7 @@
 -- send: store 1 to 10 messages, visible at once or delayed.
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] visible (list): ids of visible messages (sends push on the left)
+-- KEYS[2] visible (list): ids of visible messages (sends join the tail)
 -- KEYS[3] delayed (zset): ids of delayed messages, scored by due time (ms)
 -- KEYS[4] messages (hash): id -> record "<sent_ms>|<payload>"
 -- KEYS[5] stats (hash): counters
@@ -79,7 +79,7 @@ if sent > 0 then
   redis.call('HINCRBY', stats, 'sent', sent)
 end
 if #now_visible > 0 then
-  redis.call('LPUSH', visible, unpack(now_visible))
+  redis.call('RPUSH', visible, unpack(now_visible))
   redis.call('PUBLISH', wake_channel, '1')
 end
 return reply

@@ -172,6 +172,7 @@ class Client:
     def close(self) -> None:
         """Stop the long-poll listener and close connections."""
         self._waker.close()
+        self._scripts.close()
         self._call(self._redis.close)
 
     def __enter__(self) -> Client:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import hiredis
 from redis import Redis
 from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 
@@ -74,18 +77,29 @@ def sources() -> dict[str, ScriptSource]:
 
 
 class ScriptRunner:
-    """Runs scripts by name against one Redis (or Redis Cluster) client."""
+    """Runs scripts by name against one Redis (or Redis Cluster) client.
+
+    On a single-node client each thread that runs scripts holds a connection
+    of its own, packed and read without redis-py's command machinery: about
+    15 us less client CPU a call, more than most scripts cost Redis.
+    """
 
     def __init__(self, redis: Any) -> None:
         self._redis = redis
-        # A single-node client gets a lean path that skips redis-py's command
-        # machinery (about 18 us a call, more than the scripts cost Redis).
         pool = getattr(redis, "connection_pool", None)
         self._pool = pool if isinstance(redis, Redis) and pool is not None else None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._held: list[Any] = []
+        self._key_lists: dict[tuple[str, str], list[str]] = {}
 
     def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
         source = sources()[name]
-        key_names = [keys.by_kind(kind) for kind in source.key_kinds]
+        key_names = self._key_lists.get((name, keys.name))
+        if key_names is None:
+            key_names = [keys.by_kind(kind) for kind in source.key_kinds]
+            if len(self._key_lists) < 10_000:
+                self._key_lists[(name, keys.name)] = key_names
         try:
             return self._evalsha(source.sha, key_names, args)
         except NoScriptError:
@@ -93,15 +107,42 @@ class ScriptRunner:
             return self._evalsha(source.sha, key_names, args)
 
     def _evalsha(self, sha: str, key_names: list[str], args: Sequence[Any]) -> Any:
-        pool = self._pool
-        if pool is None:
+        if self._pool is None:
             return self._redis.evalsha(sha, len(key_names), *key_names, *args)
-        connection = pool.get_connection()
+        connection = self._connection()
         try:
-            connection.send_command("EVALSHA", sha, len(key_names), *key_names, *args)
+            connection.send_packed_command(_pack(("EVALSHA", sha, len(key_names), *key_names, *args)))
             return connection.read_response()
         except (ConnectionError, TimeoutError, OSError):
-            connection.disconnect()
+            self._drop(connection)
             raise
-        finally:
-            pool.release(connection)
+
+    def _connection(self) -> Any:
+        local = self._local
+        connection = getattr(local, "connection", None)
+        if connection is None or local.pid != os.getpid():
+            # A forked child must not share its parent's socket.
+            assert self._pool is not None
+            connection = self._pool.connection_class(**self._pool.connection_kwargs)
+            local.connection, local.pid = connection, os.getpid()
+            with self._lock:
+                self._held.append(connection)
+        return connection
+
+    def _drop(self, connection: Any) -> None:
+        connection.disconnect()
+        self._local.connection = None
+        with self._lock:
+            if connection in self._held:
+                self._held.remove(connection)
+
+    def close(self) -> None:
+        """Close the connections the threads hold."""
+        with self._lock:
+            held, self._held = self._held, []
+        for connection in held:
+            connection.disconnect()
+
+
+def _pack(command: tuple[Any, ...]) -> list[bytes]:
+    return [hiredis.pack_command(command)]

@@ -69,3 +69,54 @@ def test_redis_errors_are_wrapped_at_the_boundary(redis_client: smq.Client) -> N
     with pytest.raises(smq.BackendError, match="WRONGTYPE") as caught:
         queue.send("x")
     assert caught.value.__cause__ is not None
+
+
+def test_threads_can_share_one_client(redis_client: smq.Client) -> None:
+    queue = redis_client.create_queue("jobs")
+    received: list[str] = []
+    lock = threading.Lock()
+
+    def work(n: int) -> None:
+        for i in range(50):
+            queue.send(f"{n}-{i}")
+        while True:
+            messages = queue.receive(10)
+            if not messages:
+                return
+            for message in messages:
+                assert queue.delete(message.receipt_handle)
+            with lock:
+                received.extend(m.body for m in messages)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(received) == sorted(f"{n}-{i}" for n in range(8) for i in range(50))
+
+
+def test_a_forked_child_does_not_share_its_parents_connection(redis_client: smq.Client) -> None:
+    import multiprocessing
+
+    queue = redis_client.create_queue("jobs")
+    queue.send("from parent")
+
+    def child() -> None:
+        queue.send("from child")
+        assert len(queue.receive(10)) == 2
+
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(30)
+    assert process.exitcode == 0
+    assert queue.attributes().in_flight == 2  # the parent's connection still answers in order
+
+
+def test_close_releases_the_connections(redis_server: EmbeddedRedis) -> None:
+    client = smq.Client(redis_server.url)
+    client.create_queue("jobs").send("x")
+    with redis_server.client() as admin:
+        before = admin.info("clients")["connected_clients"]
+        client.close()
+        assert admin.info("clients")["connected_clients"] < before

@@ -1,0 +1,424 @@
+"""smq per-call latency, its cost at scale, and Redis memory per message.
+
+Three parts, each on a freshly started embedded Redis reached over its Unix
+socket, all in one process, through smq's public API only:
+
+1. Latency and scale. Two queues on one server: an empty one and a big one
+   holding ``--visible`` visible messages (default 1,000,000) and
+   ``--inflight`` in flight (default 100,000; received with a 3600 s
+   visibility timeout). In ``--rounds`` alternating rounds, at batch 1 and
+   batch 10, each queue gets timed cycles of send (one batch), receive (one
+   batch) and delete (what the receive returned), ``--calls`` cycles in all
+   per queue and batch size. The empty queue holds at most one batch; the big
+   one keeps its size (sends go to one end, receives take the oldest).
+   Reported: p50/p99 per operation, and the big/empty ratio (target <= 1.3).
+2. Memory. ``used_memory`` (INFO memory) before and after sending
+   ``--memory-n`` messages (default 200,000) with a 100-byte body, and again
+   after receiving all of them; bytes per message beyond the body (target <= 200
+   for visible messages).
+
+Run: ``.venv/bin/python bench/latency.py`` (a quick check:
+``--visible 20000 --inflight 2000 --memory-n 20000 --calls 500``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import smq
+from smq.embedded import EmbeddedRedis
+
+BODY_BYTES = 100
+BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
+OPERATIONS = ("send", "receive", "delete")
+BATCHES = (1, 10)
+RATIO_TARGET = 1.3
+MEMORY_TARGET = 200
+HOLD_SECONDS = 3600  # visibility timeout of messages kept in flight on purpose
+ROOMY_LIMIT = 10_000_000  # inflight_limit of the bench queues (the default, 120,000, is too low)
+RESULTS = Path(__file__).resolve().parent / "results"
+
+Samples = dict[str, list[int]]  # operation -> per-call latencies in ns
+
+
+# -- timed calls -------------------------------------------------------------------
+
+
+class Timed:
+    """send / receive+delete cycles on one queue at one batch size, each call timed."""
+
+    def __init__(self, queue: smq.Queue, batch: int) -> None:
+        self.queue = queue
+        self.batch = batch
+        self.entries = [smq.SendEntry(f"m{i}", BODY) for i in range(batch)]
+        self.delete_ids = [f"d{i}" for i in range(batch)]
+
+    def send(self) -> None:
+        if self.batch == 1:
+            self.queue.send(BODY)
+        else:
+            self.queue.send_batch(self.entries)
+
+    def receive(self) -> list[smq.Message]:
+        messages = self.queue.receive(self.batch, visibility_timeout=HOLD_SECONDS)
+        if len(messages) != self.batch:
+            raise RuntimeError(f"receive({self.batch}) returned {len(messages)} messages")
+        return messages
+
+    def delete(self, messages: list[smq.Message]) -> None:
+        if self.batch == 1:
+            if not self.queue.delete(messages[0].receipt_handle):
+                raise RuntimeError("delete deleted nothing")
+            return
+        entries = [
+            smq.DeleteEntry(i, m.receipt_handle) for i, m in zip(self.delete_ids, messages, strict=True)
+        ]
+        result = self.queue.delete_batch(entries)
+        if result.failed:
+            raise RuntimeError(f"delete_batch failed: {result.failed}")
+
+    def measure(self, calls: int, samples: Samples) -> None:
+        """``calls`` timed send, receive, delete cycles: the queue's size ends where it began."""
+        clock = time.perf_counter_ns
+        sends, receives, deletes = samples["send"], samples["receive"], samples["delete"]
+        for _ in range(calls):
+            start = clock()
+            self.send()
+            sent = clock()
+            messages = self.receive()
+            received = clock()
+            self.delete(messages)
+            deletes.append(clock() - received)
+            receives.append(received - sent)
+            sends.append(sent - start)
+
+
+def percentile(values: list[int], fraction: float) -> float:
+    """Percentile by linear interpolation between closest ranks."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * fraction
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summary(values: list[int]) -> dict[str, float]:
+    return {
+        "calls": len(values),
+        "p50_us": round(percentile(values, 0.50) / 1000, 1),
+        "p99_us": round(percentile(values, 0.99) / 1000, 1),
+        "mean_us": round(sum(values) / len(values) / 1000, 1),
+    }
+
+
+# -- part 1: latency, empty versus big -----------------------------------------------------
+
+
+def progress(label: str, done: int, total: int, started: float) -> None:
+    elapsed = time.monotonic() - started
+    rate = done / elapsed if elapsed else 0.0
+    print(f"\r  {label}: {done:,}/{total:,} ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
+
+
+def fill(queue: smq.Queue, visible: int, inflight: int) -> dict[str, float]:
+    """Make ``queue`` hold ``visible`` visible and ``inflight`` in-flight messages, by batches of 10."""
+    total = visible + inflight
+    entries = [smq.SendEntry(f"m{i}", BODY) for i in range(10)]
+    started = time.monotonic()
+    sent = 0
+    while sent < total:
+        chunk = min(10, total - sent)
+        result = queue.send_batch(entries[:chunk])
+        if result.failed:
+            raise RuntimeError(f"send_batch failed while filling: {result.failed}")
+        sent += chunk
+        if sent % 100_000 < 10 or sent == total:
+            progress("send", sent, total, started)
+    send_seconds = time.monotonic() - started
+    print(file=sys.stderr)
+    started = time.monotonic()
+    held = 0
+    while held < inflight:
+        got = queue.receive(min(10, inflight - held), visibility_timeout=HOLD_SECONDS)
+        if not got:
+            raise RuntimeError("receive returned nothing while filling")
+        held += len(got)
+        if held % 20_000 < 10 or held == inflight:
+            progress("receive", held, inflight, started)
+    receive_seconds = time.monotonic() - started
+    if inflight:
+        print(file=sys.stderr)
+    info = queue.attributes()
+    if (info.visible, info.in_flight) != (visible, inflight):
+        raise RuntimeError(f"filled queue holds {info.visible} visible and {info.in_flight} in flight")
+    return {
+        "send_msgs_per_s": round(total / send_seconds),
+        "receive_msgs_per_s": round(inflight / receive_seconds) if inflight else 0,
+    }
+
+
+_REHASH_STEPS = """
+for i = 1, tonumber(ARGV[1]) do
+  redis.call('HEXISTS', KEYS[1], '')
+end
+return redis.call('HLEN', KEYS[1])
+"""
+
+
+def settle(admin: Any, queue: smq.Queue) -> None:
+    """Let Redis finish the work a fill leaves behind, so that steady state is measured.
+
+    Filling forks AOF rewrites (copy-on-write slows every write while a child
+    runs), and a hash that grows past a power of two is rehashed into a table
+    twice the size one bucket per operation on that key. Both are transients
+    of growth, not costs of a queue's size; ``--no-settle`` measures them too.
+    """
+    while True:
+        persistence = admin.info("persistence")
+        if not (persistence["aof_rewrite_in_progress"] or persistence["aof_rewrite_scheduled"]):
+            break
+        time.sleep(0.2)
+    for key in (queue.keys.messages, queue.keys.state):
+        size = int(admin.hlen(key))
+        table = 1 << max(size, 1).bit_length()
+        for _ in range(0, 2 * table, 100_000):  # each operation moves at least one bucket
+            admin.eval(_REHASH_STEPS, 1, key, 100_000)
+
+
+def latency_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+    with (
+        EmbeddedRedis(folder / "latency", server=args.redis_server) as server,
+        smq.Client(server.url) as client,
+    ):
+        empty = client.create_queue("bench-empty", inflight_limit=ROOMY_LIMIT)
+        big = client.create_queue("bench-big", inflight_limit=ROOMY_LIMIT)
+        print(f"filling bench-big: {args.visible:,} visible + {args.inflight:,} in flight", file=sys.stderr)
+        fill_rates = fill(big, args.visible, args.inflight)
+        if args.settle:
+            with server.client() as admin:
+                settle(admin, big)
+        queues = {"empty": empty, "big": big}
+        samples: dict[str, dict[int, Samples]] = {
+            state: {b: {op: [] for op in OPERATIONS} for b in BATCHES} for state in queues
+        }
+        per_round = max(1, args.calls // args.rounds)
+        for queue in queues.values():  # warm up: scripts loaded, code paths hot
+            for batch in BATCHES:
+                Timed(queue, batch).measure(min(200, per_round), {op: [] for op in OPERATIONS})
+        for round_number in range(args.rounds):
+            print(f"  round {round_number + 1}/{args.rounds}", file=sys.stderr)
+            for state, queue in queues.items():
+                for batch in BATCHES:
+                    Timed(queue, batch).measure(per_round, samples[state][batch])
+        info = big.attributes()
+        if (info.visible, info.in_flight) != (args.visible, args.inflight):
+            raise RuntimeError(f"bench-big now holds {info.visible} visible, {info.in_flight} in flight")
+        with server.client() as admin:
+            redis_version = admin.info("server")["redis_version"]
+    rows = []
+    for batch in BATCHES:
+        for operation in OPERATIONS:
+            small = summary(samples["empty"][batch][operation])
+            large = summary(samples["big"][batch][operation])
+            rows.append(
+                {
+                    "operation": operation,
+                    "batch": batch,
+                    "empty": small,
+                    "big": large,
+                    "ratio_p50": round(large["p50_us"] / small["p50_us"], 2),
+                    "ratio_p99": round(large["p99_us"] / small["p99_us"], 2),
+                }
+            )
+    return {
+        "redis_version": redis_version,
+        "calls_per_operation": per_round * args.rounds,
+        "rounds": args.rounds,
+        "big_queue": {"visible": args.visible, "in_flight": args.inflight, **fill_rates},
+        "settled": args.settle,
+        "rows": rows,
+    }
+
+
+# -- part 2: memory per message ----------------------------------------------------------
+
+
+def used_memory(client: Any) -> int:
+    return int(client.info("memory")["used_memory"])
+
+
+def settled(client: Any) -> int:
+    """used_memory once the append-only file buffer has been written out."""
+    time.sleep(0.3)
+    return used_memory(client)
+
+
+def memory_part(folder: Path, n: int, redis_server: str | None) -> dict[str, Any]:
+    with EmbeddedRedis(folder / "memory", server=redis_server) as server, smq.Client(server.url) as client:
+        queue = client.create_queue("bench-memory", inflight_limit=ROOMY_LIMIT)
+        queue.send(BODY)  # load the scripts and create every key, then leave the queue empty
+        queue.delete(queue.receive(1)[0].receipt_handle)
+        with server.client() as admin:
+            server_info = admin.info("server")
+            allocator = str(admin.info("memory")["mem_allocator"])
+            before = settled(admin)
+            entries = [smq.SendEntry(f"m{i}", BODY) for i in range(10)]
+            for sent in range(0, n, 10):
+                queue.send_batch(entries[: min(10, n - sent)])
+            visible = settled(admin)
+            held = 0
+            while held < n:
+                held += len(queue.receive(10, visibility_timeout=HOLD_SECONDS))
+            inflight = settled(admin)
+        info = queue.attributes()
+        if (info.visible, info.in_flight) != (0, n):
+            raise RuntimeError(f"memory queue: {info.visible} visible, {info.in_flight} in flight")
+
+    def per_message(after: int) -> float:
+        return round((after - before) / n - BODY_BYTES, 1)
+
+    return {
+        "redis_version": server_info["redis_version"],
+        "mem_allocator": allocator,
+        "messages": n,
+        "body_bytes": BODY_BYTES,
+        "used_memory_before": before,
+        "used_memory_visible": visible,
+        "used_memory_in_flight": inflight,
+        "overhead_bytes_per_visible_message": per_message(visible),
+        "overhead_bytes_per_in_flight_message": per_message(inflight),
+    }
+
+
+# -- report ----------------------------------------------------------------------------
+
+
+def markdown(latency: dict[str, Any] | None, memory: dict[str, Any] | None) -> str:
+    out: list[str] = []
+    if latency:
+        out += [
+            f"Per-call latency on an empty queue (µs; Redis {latency['redis_version']}, Unix socket):",
+            "",
+            "| operation | batch | p50 | p99 | mean |",
+            "|---|---|---|---|---|",
+        ]
+        for row in latency["rows"]:
+            small = row["empty"]
+            out.append(
+                f"| {row['operation']} | {row['batch']} | {small['p50_us']:.1f} | {small['p99_us']:.1f} "
+                f"| {small['mean_us']:.1f} |"
+            )
+        big = latency["big_queue"]
+        out += [
+            "",
+            f"Cost at scale: empty queue versus one with {big['visible']:,} visible and "
+            f"{big['in_flight']:,} in flight (µs, target big/empty <= {RATIO_TARGET}; "
+            f"{'settled' if latency.get('settled') else 'not settled: during AOF rewrite and rehashing'}):",
+            "",
+            "| operation | batch | empty p50 | big p50 | big/empty p50 "
+            "| empty p99 | big p99 | big/empty p99 |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in latency["rows"]:
+            small, large = row["empty"], row["big"]
+            flag = "" if row["ratio_p50"] <= RATIO_TARGET else " (over)"
+            out.append(
+                f"| {row['operation']} | {row['batch']} | {small['p50_us']:.1f} | {large['p50_us']:.1f} "
+                f"| {row['ratio_p50']:.2f}{flag} | {small['p99_us']:.1f} | {large['p99_us']:.1f} "
+                f"| {row['ratio_p99']:.2f} |"
+            )
+    if memory:
+        if out:
+            out.append("")
+        out += [
+            f"Memory per message ({memory['messages']:,} messages, {memory['body_bytes']}-byte body, "
+            f"Redis {memory['redis_version']} with {memory['mem_allocator']} malloc; "
+            f"bytes beyond the body, target <= {MEMORY_TARGET} visible):",
+            "",
+            "| state | used_memory before | after | bytes/message beyond the body |",
+            "|---|---|---|---|",
+            f"| visible | {memory['used_memory_before']:,} | {memory['used_memory_visible']:,} "
+            f"| {memory['overhead_bytes_per_visible_message']:.1f} |",
+            f"| in flight | {memory['used_memory_before']:,} | {memory['used_memory_in_flight']:,} "
+            f"| {memory['overhead_bytes_per_in_flight_message']:.1f} |",
+        ]
+    return "\n".join(out)
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--visible", type=int, default=1_000_000, help="visible messages in the big queue")
+    parser.add_argument("--inflight", type=int, default=100_000, help="in-flight messages in the big queue")
+    parser.add_argument("--memory-n", type=int, default=200_000, help="messages of the memory measurement")
+    parser.add_argument("--calls", type=int, default=5000, help="timed calls per operation, batch and queue")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating empty/big rounds (default 5)")
+    parser.add_argument(
+        "--no-settle",
+        dest="settle",
+        action="store_false",
+        help="measure right after the fill, during AOF rewrites and hash rehashing",
+    )
+    parser.add_argument("--skip-latency", action="store_true", help="only measure memory")
+    parser.add_argument("--skip-memory", action="store_true", help="only measure latency")
+    parser.add_argument(
+        "--redis-server", help="redis-server binary to start (default: as smq.embedded finds it)"
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS / "latency.json", help="JSON results file")
+    args = parser.parse_args(argv)
+    for name in ("visible", "inflight", "calls", "rounds", "memory_n"):
+        if getattr(args, name) < (0 if name == "inflight" else 1):
+            parser.error(f"--{name.replace('_', '-')} is too small")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    latency: dict[str, Any] | None = None
+    memory: dict[str, Any] | None = None
+    with tempfile.TemporaryDirectory(prefix="smq-bench-") as name:
+        folder = Path(name)
+        if not args.skip_memory:
+            print(f"memory: {args.memory_n:,} messages ...", file=sys.stderr)
+            memory = memory_part(folder, args.memory_n, args.redis_server)
+        if not args.skip_latency:
+            print("latency ...", file=sys.stderr)
+            latency = latency_part(folder, args)
+    table = markdown(latency, memory)
+    print(table)
+    meta = {
+        "benchmark": "latency",
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "transport": "unix socket, embedded redis-server",
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "versions": {p: _version(p) for p in ("smq", "redis", "hiredis")},
+        "body_bytes": BODY_BYTES,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    report = {"meta": meta, "latency": latency, "memory": memory}
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nraw results: {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

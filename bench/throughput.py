@@ -1,0 +1,583 @@
+"""End-to-end throughput (send -> receive -> delete) of smq, PyRSMQ and kombu's Redis transport.
+
+All three systems run in one invocation against the same freshly started Redis
+(one ``EmbeddedRedis`` in a temporary folder, reached over TCP on 127.0.0.1 by
+default, as clients on other hosts would, or its Unix socket with ``--transport unix``), one
+matrix cell at a time: for each process layout and batch size, each system gets
+its own queue, its producer processes send continuously, its consumer processes
+receive and delete. The figure is messages deleted per second over the measured
+window (after a warm-up). See ``bench/README.md`` for how each peer is driven.
+
+Run: ``.venv/bin/python bench/throughput.py [--seconds 5] [--systems smq,rsmq,kombu]
+[--batches 1,10] [--layouts 1x1,2x2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import multiprocessing as mp
+import os
+import platform
+import queue as queue_module
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol
+
+import redis
+
+import smq
+from smq.embedded import EmbeddedRedis, free_port
+
+SYSTEMS = ("smq", "rsmq", "kombu")
+LABELS = {"smq": "smq", "rsmq": "PyRSMQ", "kombu": "kombu"}
+BODY_BYTES = 100
+BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
+RESULTS = Path(__file__).resolve().parent / "results"
+POLL_SECONDS = 1  # longest a consumer blocks waiting for a message (smq long poll, kombu drain)
+GO, STOP = 0, 1  # slots of the shared flag array
+
+
+class Driver(Protocol):
+    """One process's view of a system: a producer sends, a consumer receives and deletes."""
+
+    def send(self) -> int:
+        """Send one batch; return the number of messages sent."""
+        ...
+
+    def consume(self) -> int:
+        """Receive up to one batch and delete what came; return the number deleted."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# -- how every system reaches the one Redis ------------------------------------------
+# An address is a Unix socket path ("/...") or "host:port".
+
+
+def address_of(server: EmbeddedRedis) -> str:
+    return f"127.0.0.1:{server.port}" if server.port else str(server.socket_path)
+
+
+def smq_url(address: str) -> str:
+    return f"unix://{address}" if address.startswith("/") else f"redis://{address}/0"
+
+
+def redis_address(address: str) -> dict[str, Any]:
+    if address.startswith("/"):
+        return {"unix_socket_path": address}
+    host, port = address.rsplit(":", 1)
+    return {"host": host, "port": int(port)}
+
+
+def kombu_url(address: str) -> str:
+    return f"redis+socket://{address}" if address.startswith("/") else f"redis://{address}/0"
+
+
+# -- smq ---------------------------------------------------------------------------
+
+
+class SmqDriver:
+    """smq's public API: send/send_batch, receive(n) with long polling, delete/delete_batch."""
+
+    def __init__(self, address: str, name: str, batch: int) -> None:
+        self.client = smq.Client(smq_url(address))
+        self.queue = self.client.queue(name)
+        self.batch = batch
+        self.entries = [smq.SendEntry(f"m{i}", BODY) for i in range(batch)]
+        self.delete_ids = [f"d{i}" for i in range(batch)]
+
+    def send(self) -> int:
+        if self.batch == 1:
+            self.queue.send(BODY)
+            return 1
+        return len(self.queue.send_batch(self.entries).successful)
+
+    def consume(self) -> int:
+        messages = self.queue.receive(self.batch, wait_time_seconds=POLL_SECONDS)
+        if not messages:
+            return 0
+        if self.batch == 1:
+            return int(self.queue.delete(messages[0].receipt_handle))
+        entries = [
+            smq.DeleteEntry(i, m.receipt_handle) for i, m in zip(self.delete_ids, messages, strict=False)
+        ]
+        return len(self.queue.delete_batch(entries).successful)
+
+    def close(self) -> None:
+        self.client.close()
+
+    @staticmethod
+    def create(address: str, name: str) -> None:
+        with smq.Client(smq_url(address)) as client:
+            client.create_queue(name)
+
+    @staticmethod
+    def count(address: str, name: str) -> int:
+        with smq.Client(smq_url(address)) as client:
+            info = client.queue(name).attributes()
+            return info.visible + info.in_flight + info.delayed
+
+    @staticmethod
+    def destroy(address: str, name: str) -> None:
+        with smq.Client(smq_url(address)) as client:
+            client.delete_queue(name)
+
+
+# -- PyRSMQ ------------------------------------------------------------------------
+
+
+def _rsmq(address: str) -> Any:
+    from rsmq import RedisSMQ
+
+    # The same options PyRSMQ uses when it builds its own client.
+    connection = redis.Redis(**redis_address(address), encoding="utf-8", decode_responses=True)
+    return RedisSMQ(client=connection, exceptions=False)
+
+
+class RsmqDriver:
+    """PyRSMQ has no batch calls: a batch of n is n sendMessage / receiveMessage / deleteMessage calls.
+
+    It has no long poll either: a consumer that finds the queue empty sleeps 1 ms.
+    """
+
+    def __init__(self, address: str, name: str, batch: int) -> None:
+        self.rsmq = _rsmq(address)
+        self.name = name
+        self.batch = batch
+
+    def send(self) -> int:
+        for _ in range(self.batch):
+            self.rsmq.sendMessage(qname=self.name, message=BODY).execute()
+        return self.batch
+
+    def consume(self) -> int:
+        ids = []
+        for _ in range(self.batch):
+            message = self.rsmq.receiveMessage(qname=self.name, quiet=True).execute()
+            if not message:
+                break
+            ids.append(message["id"])
+        if not ids:
+            time.sleep(0.001)
+            return 0
+        return sum(bool(self.rsmq.deleteMessage(qname=self.name, id=i).execute()) for i in ids)
+
+    def close(self) -> None:
+        self.rsmq.client.close()
+
+    @staticmethod
+    def create(address: str, name: str) -> None:
+        rsmq = _rsmq(address)
+        rsmq.createQueue(qname=name, vt=30).execute()
+        rsmq.client.close()
+
+    @staticmethod
+    def count(address: str, name: str) -> int:
+        rsmq = _rsmq(address)
+        count = int(rsmq.getQueueAttributes(qname=name).execute()["msgs"])
+        rsmq.client.close()
+        return count
+
+    @staticmethod
+    def destroy(address: str, name: str) -> None:
+        rsmq = _rsmq(address)
+        rsmq.deleteQueue(qname=name, quiet=True).execute()
+        rsmq.client.close()
+
+
+# -- kombu -------------------------------------------------------------------------
+
+
+class KombuDriver:
+    """kombu's Redis transport with acknowledgements (the at-least-once mode, like the others).
+
+    Producers publish to the default exchange with the queue name as routing key
+    (kombu's cheapest route: one LPUSH, no binding lookup). Batch n: the n
+    publishes go through ``Producer.batch`` (one pipeline) where the installed
+    kombu offers it, else one by one. Consumers use ``prefetch_count`` = n and
+    ``drain_events``, acking each message; the transport delivers one message
+    per BRPOP, so a consume step handles one message per event.
+    """
+
+    def __init__(self, address: str, name: str, batch: int, role: str) -> None:
+        import kombu
+
+        self.connection = kombu.Connection(kombu_url(address))
+        self.name = name
+        self.batch = batch
+        self.acked = 0
+        if role == "producer":
+            self.producer = self.connection.Producer(serializer="json")
+            self.batched = batch > 1 and publish_mode(self.producer) == "pipeline"
+        else:
+            self.consumer = self.connection.Consumer(
+                [kombu.Queue(name)], callbacks=[self._on_message], accept=["json"], prefetch_count=batch
+            )
+            self.consumer.consume()
+
+    def _on_message(self, body: Any, message: Any) -> None:
+        message.ack()
+        self.acked += 1
+
+    def send(self) -> int:
+        if self.batched:
+            with self.producer.batch(max_size=self.batch):
+                for _ in range(self.batch):
+                    self.producer.publish(BODY, routing_key=self.name)
+        else:
+            for _ in range(self.batch):
+                self.producer.publish(BODY, routing_key=self.name)
+        return self.batch
+
+    def consume(self) -> int:
+        before = self.acked
+        try:
+            self.connection.drain_events(timeout=POLL_SECONDS)
+        except TimeoutError:
+            pass
+        return self.acked - before
+
+    def close(self) -> None:
+        self.connection.release()
+
+    @staticmethod
+    def create(address: str, name: str) -> None:
+        import kombu
+
+        with kombu.Connection(kombu_url(address)) as connection:
+            kombu.Queue(name, channel=connection.default_channel).declare()
+
+    @staticmethod
+    def count(address: str, name: str) -> int:
+        import kombu
+
+        with kombu.Connection(kombu_url(address)) as connection:
+            bound = kombu.Queue(name, channel=connection.default_channel)
+            return int(bound.queue_declare(passive=True).message_count)
+
+    @staticmethod
+    def destroy(address: str, name: str) -> None:
+        import kombu
+
+        with kombu.Connection(kombu_url(address)) as connection:
+            bound = kombu.Queue(name, channel=connection.default_channel)
+            bound.purge()
+            bound.delete()
+
+
+def publish_mode(producer: Any) -> str:
+    """'pipeline' if this kombu can batch publishes (Producer.batch, kombu >= 5.7), else 'one-by-one'."""
+    return "pipeline" if hasattr(producer, "batch") and producer.supports_batch_publish else "one-by-one"
+
+
+def make_driver(system: str, address: str, name: str, batch: int, role: str) -> Driver:
+    if system == "smq":
+        return SmqDriver(address, name, batch)
+    if system == "rsmq":
+        return RsmqDriver(address, name, batch)
+    return KombuDriver(address, name, batch, role)
+
+
+ADMIN: dict[str, Any] = {"smq": SmqDriver, "rsmq": RsmqDriver, "kombu": KombuDriver}
+
+
+# -- worker processes ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    system: str
+    role: str  # "producer" or "consumer"
+    index: int  # slot in the shared counter array of its role
+    address: str
+    queue: str
+    batch: int
+    max_backlog: int
+
+
+def worker(spec: WorkerSpec, sent: Any, deleted: Any, flags: Any, events: Any) -> None:
+    """Body of a producer or consumer process; counts go to its own slot of a shared array."""
+    label = f"{spec.system} {spec.role} {spec.index}"
+    try:
+        driver = make_driver(spec.system, spec.address, spec.queue, spec.batch, spec.role)
+        events.put(("ready", label, ""))
+        while not flags[GO]:
+            time.sleep(0.001)
+        total = 0
+        if spec.role == "producer":
+            while not flags[STOP]:
+                if spec.max_backlog and sum(sent) - sum(deleted) >= spec.max_backlog:
+                    time.sleep(0.001)
+                    continue
+                total += driver.send()
+                sent[spec.index] = total
+        else:
+            while not flags[STOP]:
+                total += driver.consume()
+                deleted[spec.index] = total
+        driver.close()
+        events.put(("done", label, ""))
+    except BaseException:
+        events.put(("error", label, traceback.format_exc()))
+
+
+# -- one cell ------------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    system: str
+    batch: int
+    layout: str
+    producers: int
+    consumers: int
+    window_s: float
+    deleted: int
+    sent: int
+    deleted_per_s: float
+    sent_per_s: float
+    backlog_at_end: int
+    left_in_queue: int
+
+
+def run_cell(
+    system: str,
+    batch: int,
+    layout: str,
+    server: EmbeddedRedis,
+    seconds: float,
+    warmup: float,
+    max_backlog: int,
+) -> Cell:
+    producers, consumers = (int(n) for n in layout.split("x"))
+    address = address_of(server)
+    name = f"bench-{system}-b{batch}-{layout}"
+    ADMIN[system].create(address, name)
+    ctx = mp.get_context("spawn")
+    sent = ctx.RawArray(ctypes.c_longlong, producers)
+    deleted = ctx.RawArray(ctypes.c_longlong, consumers)
+    flags = ctx.RawArray(ctypes.c_int, 2)
+    events = ctx.Queue()
+    specs = [
+        WorkerSpec(system, role, i, address, name, batch, max_backlog)
+        for role, count in (("consumer", consumers), ("producer", producers))
+        for i in range(count)
+    ]
+    processes = [ctx.Process(target=worker, args=(s, sent, deleted, flags, events)) for s in specs]
+    for process in processes:
+        process.start()
+    try:
+        _await(events, processes, "ready", len(processes), timeout=120)
+        flags[GO] = 1
+        time.sleep(warmup)
+        deleted_0, sent_0, t_0 = sum(deleted), sum(sent), time.perf_counter()
+        time.sleep(seconds)
+        deleted_1, sent_1, t_1 = sum(deleted), sum(sent), time.perf_counter()
+        flags[STOP] = 1
+        _await(events, processes, "done", len(processes), timeout=30)
+    finally:
+        flags[STOP] = 1
+        for process in processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+    backlog = sum(sent) - sum(deleted)
+    left = ADMIN[system].count(address, name)
+    if left != backlog:
+        print(f"\nWARNING: {system}: {left} messages left in the queue, but sent - deleted = {backlog}")
+    ADMIN[system].destroy(address, name)
+    _reset(server)
+    window = t_1 - t_0
+    return Cell(
+        system=system,
+        batch=batch,
+        layout=layout,
+        producers=producers,
+        consumers=consumers,
+        window_s=round(window, 4),
+        deleted=deleted_1 - deleted_0,
+        sent=sent_1 - sent_0,
+        deleted_per_s=round((deleted_1 - deleted_0) / window, 1),
+        sent_per_s=round((sent_1 - sent_0) / window, 1),
+        backlog_at_end=backlog,
+        left_in_queue=left,
+    )
+
+
+def _await(events: Any, processes: list[Any], kind: str, count: int, timeout: float) -> None:
+    """Wait for ``count`` events of ``kind`` from the workers; raise on a worker error or death."""
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while seen < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"workers: {seen} of {count} reported {kind!r} within {timeout} s")
+        try:
+            got, label, detail = events.get(timeout=0.5)
+        except queue_module.Empty:
+            dead = [p for p in processes if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a worker exited with code {dead[0].exitcode}") from None
+            continue
+        if got == "error":
+            raise RuntimeError(f"{label} failed:\n{detail}")
+        if got == kind:
+            seen += 1
+
+
+def _reset(server: EmbeddedRedis) -> None:
+    """Leave nothing of a cell behind: empty the server and shrink its append-only file."""
+    with server.client() as admin:
+        admin.flushall()
+        _await_rewrite(admin)  # Redis may have started one of its own
+        admin.bgrewriteaof()
+        _await_rewrite(admin)
+
+
+def _await_rewrite(admin: redis.Redis) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        info = admin.info("persistence")
+        if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the append-only file rewrite did not finish within 60 s")
+
+
+# -- report ----------------------------------------------------------------------------
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def markdown(cells: list[Cell], systems: list[str]) -> str:
+    by_key = {(c.system, c.batch, c.layout): c for c in cells}
+    header = ["batch", "layout"] + [f"{LABELS[s]} msg/s" for s in systems]
+    peers = [p for p in ("rsmq", "kombu") if p in systems and "smq" in systems]
+    header += [f"smq/{LABELS[p]}" for p in peers]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    keys = sorted({(c.batch, c.layout) for c in cells}, key=lambda k: (k[1], k[0]))
+    for batch, layout in keys:
+        row = [str(batch), layout]
+        row += [f"{by_key[(s, batch, layout)].deleted_per_s:,.0f}" for s in systems]
+        for peer in peers:
+            peer_rate = by_key[(peer, batch, layout)].deleted_per_s
+            ratio = by_key[("smq", batch, layout)].deleted_per_s / peer_rate if peer_rate else float("inf")
+            row.append(f"{ratio:.2f}x")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured window per cell (default 5)")
+    parser.add_argument(
+        "--warmup", type=float, default=0.5, help="seconds run before the window (default 0.5)"
+    )
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of smq,rsmq,kombu")
+    parser.add_argument("--batches", default="1,10", help="comma list of batch sizes, 1-10 (default 1,10)")
+    parser.add_argument("--layouts", default="1x1,2x2", help="PxC producers x consumers (default 1x1,2x2)")
+    parser.add_argument(
+        "--max-backlog",
+        type=int,
+        default=2_000,
+        help="producers pause 1 ms while this many messages wait unconsumed, so the figure is a "
+        "sustained rate (default 2000; 0: no limit, producers flat out)",
+    )
+    parser.add_argument(
+        "--redis-server", help="redis-server binary to start (default: as smq.embedded finds it)"
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS / "throughput.json", help="JSON results file")
+    parser.add_argument(
+        "--transport",
+        choices=("tcp", "unix"),
+        default="tcp",
+        help="how every system reaches Redis (default tcp)",
+    )
+    args = parser.parse_args(argv)
+    args.systems = _csv(args.systems)
+    args.batches = [int(b) for b in _csv(args.batches)]
+    args.layouts = _csv(args.layouts)
+    unknown = sorted(set(args.systems) - set(SYSTEMS))
+    if unknown or not args.systems:
+        parser.error(f"--systems: unknown {unknown}; choose from {','.join(SYSTEMS)}")
+    if any(not 1 <= b <= 10 for b in args.batches):
+        parser.error("--batches: each batch size must be 1 to 10")
+    for layout in args.layouts:
+        parts = layout.split("x")
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            parser.error(f"--layouts: {layout!r} is not PxC, e.g. 2x2")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cells: list[Cell] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="smq-bench-") as folder,
+        EmbeddedRedis(
+            folder, server=args.redis_server, port=free_port() if args.transport == "tcp" else 0
+        ) as server,
+    ):
+        with server.client() as admin:
+            redis_version = admin.info("server")["redis_version"]
+        kombu_publish = "n/a"
+        if "kombu" in args.systems:
+            import kombu
+
+            with kombu.Connection(kombu_url(address_of(server))) as connection:
+                kombu_publish = publish_mode(connection.Producer())
+        for layout in args.layouts:
+            for batch in args.batches:
+                for system in args.systems:
+                    print(f"{LABELS[system]:>7}  batch {batch:>2}  {layout} ...", end=" ", flush=True)
+                    cell = run_cell(
+                        system, batch, layout, server, args.seconds, args.warmup, args.max_backlog
+                    )
+                    cells.append(cell)
+                    print(f"{cell.deleted_per_s:>10,.0f} msg/s deleted  (sent {cell.sent_per_s:,.0f}/s)")
+    table = markdown(cells, args.systems)
+    print()
+    print(table)
+    meta = {
+        "benchmark": "throughput",
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "seconds": args.seconds,
+        "warmup_seconds": args.warmup,
+        "max_backlog": args.max_backlog,
+        "body_bytes": BODY_BYTES,
+        "transport": f"{args.transport}, one embedded redis-server for all systems",
+        "redis_version": redis_version,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "versions": {p: _version(p) for p in ("smq", "pyrsmq", "kombu", "redis", "hiredis")},
+        "kombu_batch_publish": kombu_publish,
+        "rsmq_batch": "n single calls per batch of n (PyRSMQ has no batch calls)",
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({"meta": meta, "cells": [asdict(c) for c in cells]}, indent=2) + "\n")
+    print(f"\nraw results: {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
