@@ -301,7 +301,8 @@ class BatchFailure:
 
     Attributes:
         id: Its batch entry id.
-        code: The SQS error code (``MessageTooLong``, ``ReceiptHandleIsInvalid``...).
+        code: Name of the smq exception (``MessageTooLong``, ``StaleReceipt``...);
+            the HTTP API maps it to the SQS error code.
         message: What went wrong, for people.
         sender_fault: True when the request was at fault (always, so far).
     """

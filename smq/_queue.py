@@ -249,18 +249,14 @@ class Queue:
         only. Raises MessageNotInflight, StaleReceipt, or
         VisibilityCeilingExceeded (past 12 h after the receive).
         """
-        result = self.change_visibility_batch(
-            [ChangeEntry("single", receipt_handle, visibility_timeout)], _single=True
-        )
-        if result.failed:  # pragma: no cover - _single raises instead
-            raise SmqError(result.failed[0].message)
+        self._change([ChangeEntry("single", receipt_handle, visibility_timeout)], single=True)
 
-    def change_visibility_batch(
-        self, entries: Sequence[ChangeEntry], *, _single: bool = False
-    ) -> BatchResult[str]:
+    def change_visibility_batch(self, entries: Sequence[ChangeEntry]) -> BatchResult[str]:
         """Change the visibility of 1-10 messages; returns the entry ids per outcome."""
-        if not _single:
-            _check_batch([entry.id for entry in entries])
+        _check_batch([entry.id for entry in entries])
+        return self._change(entries, single=False)
+
+    def _change(self, entries: Sequence[ChangeEntry], *, single: bool) -> BatchResult[str]:
         args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
         pending: list[str] = []
         failed: list[BatchFailure] = []
@@ -271,20 +267,21 @@ class Queue:
                 )
                 message_id, token = parse_receipt(self.name, entry.receipt_handle)
             except SmqError as error:
-                if _single:
+                if single:
                     raise
                 failed.append(_failure(entry.id, error))
                 continue
             args += [message_id, token, timeout * 1000]
             pending.append(entry.id)
-        if pending:
-            args[2] = len(pending)
-            reply = self._client.run("change_visibility", self.keys, args, queue=self.name)
+        if not pending:
+            return BatchResult([], failed)
+        args[2] = len(pending)
+        reply = self._client.run("change_visibility", self.keys, args, queue=self.name)
         successful: list[str] = []
-        for entry_id, status in zip(pending, reply[1:] if pending else [], strict=True):
+        for entry_id, status in zip(pending, reply[1:], strict=True):
             if status == Status.OK:
                 successful.append(entry_id)
-            elif _single:
+            elif single:
                 raise error_for(status, self.name)
             else:
                 failed.append(_failure(entry_id, error_for(status, self.name)))
