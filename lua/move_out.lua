@@ -18,7 +18,9 @@
 -- ARGV[5] queue_name (string): this queue, for messages with no origin
 --
 -- A message with no destination (no origin and none given) stays here.
--- Returns {OK, popped_n, [id, outbox_entry] * moved_n} or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+-- Returns {OK, popped_n, live_n, [id, outbox_entry] * moved_n}: popped_n
+-- counts every id taken from the list, live_n those that were not deleted;
+-- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
 local messages = KEYS[3]
@@ -45,11 +47,11 @@ local events_max = tonumber(settings[1])
 
 local ids = redis.call('LPOP', visible, max_messages)
 if not ids then
-  return {OK, 0}
+  return {OK, 0, 0}
 end
 local records = redis.call('HMGET', messages, unpack(ids))
 local from = redis.call('HMGET', origins, unpack(ids))
-local reply = {OK, #ids}
+local reply = {OK, #ids, 0}
 local ghosts, kept = 0, {}
 for i = 1, #ids do
   local id = ids[i]
@@ -81,4 +83,5 @@ end
 if ghosts > 0 then
   redis.call('HINCRBY', meta, 'ghosts', -ghosts)
 end
+reply[3] = #ids - ghosts
 return reply

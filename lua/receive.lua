@@ -11,6 +11,7 @@
 -- KEYS[8] events (stream): lifecycle events
 -- KEYS[9] outbox (hash): id -> message leaving for the dead-letter queue
 -- KEYS[10] outbox_at (zset): outbox ids scored by when their move began (ms)
+-- KEYS[11] origins (hash): id -> queue a moved message came from
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] max_messages (1-10)
@@ -26,10 +27,11 @@
 -- Returns {OK, next_due_ms, recover, wait_ms, moved_n, [id, outbox_entry] * moved_n,
 --          [id, record, receive_count, first_receive_ms] * received}
 --   next_due_ms: when nothing was received, ms until the next in-flight
---     expiry or delay falls due (-1: none); else -1
+--     expiry or delay falls due (-1: none), 0 when the skip budget ran out
+--     with ids left to look at (call again at once); else -1
 --   recover: 1 when an outbox entry has waited longer than STALE_MOVE_MS
 --   wait_ms: the queue's ReceiveMessageWaitTimeSeconds, in ms
--- or {E_OVER_LIMIT, next_due_ms} | {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+-- or {E_OVER_LIMIT, next_due_ms, wait_ms} | {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
 local inflight = KEYS[3]
@@ -40,6 +42,7 @@ local stats = KEYS[7]
 local events = KEYS[8]
 local outbox = KEYS[9]
 local outbox_at = KEYS[10]
+local origins = KEYS[11]
 local now = clock(ARGV[1])
 local max_messages = int_arg(ARGV[2], 1, 10)
 local visibility_ms = int_arg(ARGV[3], -1, CEILING_MS)
@@ -111,7 +114,7 @@ end
 
 local room = inflight_limit - redis.call('ZCARD', inflight)
 if room <= 0 then
-  return {E_OVER_LIMIT, next_due(false)}
+  return {E_OVER_LIMIT, next_due(false), wait_ms}
 end
 
 local want = math.min(max_messages, room)
@@ -143,6 +146,7 @@ while want > 0 and skips > 0 do
     elseif now - sent_ms_of(record) >= retention_ms then
       redis.call('HDEL', messages, id)
       redis.call('HDEL', state, id)
+      redis.call('HDEL', origins, id)
       dropped = dropped + 1
       skips = skips - 1
       emit(events, events_max, now, 'retention_expired', id, receive_count)
@@ -153,6 +157,7 @@ while want > 0 and skips > 0 do
       redis.call('ZADD', outbox_at, now, id)
       redis.call('HDEL', messages, id)
       redis.call('HDEL', state, id)
+      redis.call('HDEL', origins, id)
       moved[#moved + 1] = id
       moved[#moved + 1] = entry
       skips = skips - 1
@@ -202,7 +207,11 @@ end
 
 local reply = {OK, -1, recover, wait_ms, #moved / 2}
 if received_n == 0 then
-  reply[2] = next_due(true)
+  if skips <= 0 and redis.call('LLEN', visible) > 0 then
+    reply[2] = 0
+  else
+    reply[2] = next_due(true)
+  end
 end
 for i = 1, #moved do
   reply[#reply + 1] = moved[i]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from ._config import QueueConfig, check_queue_name, check_setting_names
 from ._errors import (
     BackendError,
     InvalidAttributeValue,
+    InvalidParameter,
     OutcomeUnknown,
     QueueDoesNotExist,
     QueueNameExists,
@@ -25,10 +27,13 @@ from ._errors import (
     error_for,
 )
 from ._keys import REGISTRY, QueueKeys
-from ._queue import Queue
+from ._moves import recover, redrive
+from ._queue import Queue, check_int
 from ._scripts import ScriptRunner
 from ._settings import Settings
 from ._wakeup import Waker
+
+_NAME_PART = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
 
 def _no_retries() -> Retry:
@@ -125,9 +130,17 @@ class Client:
         return bool(self._call(self._redis.exists, QueueKeys.of(check_queue_name(name)).meta))
 
     def list_queues(self, prefix: str = "", *, limit: int | None = None, after: str = "") -> list[str]:
-        """Names of queues starting with ``prefix``, sorted; page with ``after``."""
-        if not isinstance(prefix, str) or (prefix and not prefix.replace("-", "").replace("_", "").isalnum()):
-            raise InvalidAttributeValue(f"queue name prefix {prefix!r} is invalid")
+        """Names of queues starting with ``prefix``, sorted; page with ``after``.
+
+        ``limit`` (1-1000) caps the names returned; pass the last name of a
+        page as ``after`` to get the next one.
+        """
+        if not isinstance(prefix, str) or (prefix and not _NAME_PART.fullmatch(prefix)):
+            raise InvalidParameter(f"queue name prefix {prefix!r} is invalid")
+        if not isinstance(after, str) or (after and not _NAME_PART.fullmatch(after)):
+            raise InvalidParameter(f"'after' must be a queue name, not {after!r}")
+        if limit is not None:
+            check_int("limit", limit, 1, 1000)
         low = f"({after}" if after and after >= prefix else f"[{prefix}"
         high = f"[{prefix}\xff"
         if limit is not None:
@@ -151,9 +164,10 @@ class Client:
         Returns the number of messages whose move was finished. Receives run
         this by themselves for moves older than 30 s; redrive runs it first.
         """
-        from ._moves import recover
-
-        return recover(self, check_queue_name(name), min_age_ms=int(min_age * 1000))
+        check_queue_name(name)
+        if isinstance(min_age, bool) or not isinstance(min_age, (int, float)) or not 0 <= min_age <= 86400:
+            raise InvalidParameter(f"min_age must be 0 to 86400 seconds, not {min_age!r}")
+        return recover(self, name, min_age_ms=int(min_age * 1000))
 
     def redrive(self, name: str, *, destination: str | None = None, max_messages: int | None = None) -> int:
         """Move the visible messages of dead-letter queue ``name`` back.
@@ -162,9 +176,9 @@ class Client:
         ``destination``. The move is two-step and idempotent, so a crash
         neither loses nor doubles a message. Returns the number moved.
         """
-        from ._moves import redrive
-
         check_queue_name(name)
+        if max_messages is not None:
+            check_int("max_messages", max_messages, 1, 10**9)
         if destination is not None:
             self.get_queue(destination)
         return redrive(self, name, destination or "", max_messages)

@@ -164,7 +164,7 @@ _ERRORS: dict[int, tuple[type[SmqError], str]] = {
         "visibility would pass 12 hours after the receive of this receipt",
     ),
     Status.E_OVER_LIMIT: (OverLimit, "queue {queue!r} has reached its in-flight limit"),
-    Status.E_BAD_ARGUMENT: (SmqError, "script refused its arguments: {detail}"),
+    Status.E_BAD_ARGUMENT: (InvalidParameter, "script refused its arguments: {detail}"),
 }
 
 

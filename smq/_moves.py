@@ -12,8 +12,10 @@ each safe to repeat:
 
 A crash between steps leaves the entry in the outbox, where ``recover``
 (run by receives when an entry is older than 30 s, and by redrive) finds it
-and repeats steps 2 and 3. Markers are kept 24 hours: a move left
-unfinished and unrecovered for longer than that could be stored twice.
+and repeats steps 2 and 3. Step 3 names the move's token, so a late step 3
+never drops a newer move of the same message. Markers are kept 24 hours: a
+move left unfinished and unrecovered for longer than that could be stored
+twice.
 """
 
 from __future__ import annotations
@@ -40,29 +42,47 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def finish_moves(client: Client, source: str, flat: Sequence[Any]) -> int:
-    """Steps 2 and 3 for outbox entries ``[id, entry, id, entry, ...]`` of ``source``."""
+def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool) -> int:
+    """Steps 2 and 3 for outbox entries ``[id, entry, id, entry, ...]`` of ``source``.
+
+    When a destination queue does not exist, its messages either stay parked
+    in the outbox (``park``: dead letters wait for their queue to be created
+    again, retried by recovery) or go back to ``source`` as new arrivals
+    (redrive to a queue deleted since). Returns the number of moves finished.
+    """
     by_destination: dict[str, list[list[Any]]] = defaultdict(list)
-    ids: list[str] = []
     for i in range(0, len(flat), 2):
         message_id = _text(flat[i])
         token, to, origin, count, first, record = bytes(flat[i + 1]).split(b"|", 5)
         by_destination[_text(to)].append([message_id, token, origin, count, first, record])
-        ids.append(message_id)
     source_keys = QueueKeys.of(source)
+    finished: list[list[Any]] = []
     for destination, entries in by_destination.items():
         try:
             _move_in(client, QueueKeys.of(destination), entries)
         except QueueDoesNotExist:
-            # Nothing is lost: the messages go back to where they were.
+            if park:
+                log.warning(
+                    "queue %r does not exist: %d message(s) of %r wait in its outbox until it does",
+                    destination,
+                    len(entries),
+                    source,
+                )
+                continue
             log.warning(
                 "queue %r does not exist: %d message(s) stay in %r", destination, len(entries), source
             )
-            _move_in(client, source_keys, entries)
-    for start in range(0, len(ids), MOVE_CHUNK):
-        chunk = ids[start : start + MOVE_CHUNK]
-        client.run("move_done", source_keys, [client._now_arg(), len(chunk), *chunk], queue=source)
-    return len(ids)
+            # Back as they were, still naming the queue they came from.
+            back = [[entry[0], entry[1], destination, b"0", b"0", entry[5]] for entry in entries]
+            _move_in(client, source_keys, back)
+        finished += entries
+    for start in range(0, len(finished), MOVE_CHUNK):
+        chunk = finished[start : start + MOVE_CHUNK]
+        args: list[Any] = [client._now_arg(), len(chunk)]
+        for entry in chunk:
+            args += [entry[0], entry[1]]
+        client.run("move_done", source_keys, args, queue=source)
+    return len(finished)
 
 
 def _move_in(client: Client, keys: QueueKeys, entries: list[list[Any]]) -> None:
@@ -74,32 +94,36 @@ def _move_in(client: Client, keys: QueueKeys, entries: list[list[Any]]) -> None:
         client.run("move_in", keys, args, queue=keys.name)
 
 
-def recover(client: Client, name: str, *, min_age_ms: int) -> int:
+def recover(client: Client, name: str, *, min_age_ms: int, park: bool = True) -> int:
     keys = QueueKeys.of(name)
     finished = 0
+    claimed: set[str] = set()
     for _ in range(_MAX_RECOVERY_ROUNDS):
         reply = client.run("move_claim", keys, [client._now_arg(), min_age_ms, MOVE_CHUNK], queue=name)
-        if len(reply) == 1:
-            break
-        finished += finish_moves(client, name, reply[1:])
+        ids = {_text(reply[i]) for i in range(1, len(reply), 2)}
+        if not ids or ids <= claimed:
+            break  # empty, or only parked entries claimed before in this call
+        claimed |= ids
+        finished += finish_moves(client, name, reply[1:], park=park)
     return finished
 
 
 def redrive(client: Client, name: str, destination: str, max_messages: int | None) -> int:
-    recover(client, name, min_age_ms=0)
+    recover(client, name, min_age_ms=0, park=False)
     keys = QueueKeys.of(name)
     budget = client.get_queue(name).attributes().visible
     if max_messages is not None:
         budget = min(budget, max_messages)
     moved = 0
-    popped = 0
-    while popped < budget:
-        take = min(MOVE_CHUNK, budget - popped)
+    taken = 0
+    while taken < budget:
+        take = min(MOVE_CHUNK, budget - taken)
         token = secrets.token_urlsafe(12)
         reply = client.run("move_out", keys, [client._now_arg(), take, token, destination, name], queue=name)
-        if reply[1] == 0:
+        popped, live = reply[1], reply[2]
+        if popped == 0:
             break
-        popped += reply[1]
-        if len(reply) > 2:
-            moved += finish_moves(client, name, reply[2:])
+        taken += live  # deleted ids popped on the way do not count
+        if len(reply) > 3:
+            moved += finish_moves(client, name, reply[3:], park=False)
     return moved

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import time
@@ -39,6 +40,7 @@ from ._message import (
     parse_receipt,
     to_attributes,
 )
+from ._moves import finish_moves
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -47,12 +49,25 @@ _ENTRY_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 MAX_BATCH = 10
 MAX_BATCH_BYTES = 1048576
 MAX_WAIT_SECONDS = 20
+_SKIP_ROUNDS = 10
+
+log = logging.getLogger("smq.queue")
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> int:
+def check_int(name: str, value: object, low: int, high: int) -> int:
+    """``value`` if it is an integer in [low, high], else raise InvalidParameter naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidParameter(f"{name} must be an integer from {low} to {high}, not {value!r}")
     return value
+
+
+def _check_entries(entries: object, kind: type) -> None:
+    if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence):
+        raise InvalidParameter(f"a batch is a sequence of {kind.__name__}, not {type(entries).__name__}")
+    for entry in entries:
+        if not isinstance(entry, kind):
+            raise InvalidParameter(f"batch entries must be {kind.__name__}, not {type(entry).__name__}")
+    _check_batch([entry.id for entry in entries])
 
 
 def _check_batch(ids: Sequence[str]) -> None:
@@ -110,7 +125,7 @@ class Queue:
         A batch malformed as a whole (no entries, more than 10, repeated or
         invalid ids, more than 1 MiB in all) raises a BatchError and sends nothing.
         """
-        _check_batch([entry.id for entry in entries])
+        _check_entries(entries, SendEntry)
         return self._send(entries, single=False)
 
     def _send(self, entries: Sequence[SendEntry], *, single: bool) -> BatchResult[SendResult]:
@@ -126,7 +141,7 @@ class Queue:
                 delay = (
                     -1
                     if entry.delay_seconds is None
-                    else _check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
+                    else check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
                 )
             except SmqError as error:
                 if single:
@@ -138,6 +153,8 @@ class Queue:
             args += [message_id, delay, size, encode_payload(body, attributes)]
             pending.append(SendResult(message_id, entry.body, attributes, "" if single else entry.id))
         if total > MAX_BATCH_BYTES:
+            if single:
+                raise MessageTooLong(f"the message is {total} bytes; at most {MAX_BATCH_BYTES}")
             raise BatchRequestTooLong(f"the batch adds up to {total} bytes; at most {MAX_BATCH_BYTES}")
         if not pending:
             return BatchResult([], failed)
@@ -170,15 +187,15 @@ class Queue:
         does; it returns an empty list when the wait ends with none.
         Raises OverLimit on a short poll of a queue at its in-flight limit.
         """
-        _check_int("max_messages", max_messages, 1, MAX_BATCH)
+        check_int("max_messages", max_messages, 1, MAX_BATCH)
         visibility_ms = -1
         if visibility_timeout is not None:
             visibility_ms = (
-                _check_int("visibility_timeout", visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT) * 1000
+                check_int("visibility_timeout", visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT) * 1000
             )
         if wait_time_seconds is not None:
-            _check_int("wait_time_seconds", wait_time_seconds, 0, MAX_WAIT_SECONDS)
-        messages, next_due_ms, wait_ms, over_limit = self._receive_once(max_messages, visibility_ms)
+            check_int("wait_time_seconds", wait_time_seconds, 0, MAX_WAIT_SECONDS)
+        messages, next_due_ms, wait_ms, over_limit = self._receive_now(max_messages, visibility_ms)
         wait = wait_ms / 1000 if wait_time_seconds is None else wait_time_seconds
         if messages or wait <= 0:
             if over_limit:
@@ -192,7 +209,7 @@ class Queue:
         with waker.watch(channel):
             while True:
                 seen = waker.count(channel)
-                messages, next_due_ms, _, _ = self._receive_once(max_messages, visibility_ms)
+                messages, next_due_ms, _, _ = self._receive_now(max_messages, visibility_ms)
                 if messages:
                     return messages
                 remaining = deadline - time.monotonic()
@@ -206,21 +223,36 @@ class Queue:
                 if not woken and time.monotonic() >= deadline:
                     return []
 
+    def _receive_now(self, max_messages: int, visibility_ms: int) -> tuple[list[Message], int, int, bool]:
+        # A receive script skips at most 100 deleted, expired or dead-lettered
+        # ids; when it runs out of skips (next due 0, nothing received) there
+        # may be messages behind them, so look again, a bounded number of times.
+        for _ in range(_SKIP_ROUNDS):
+            messages, next_due_ms, wait_ms, over_limit = self._receive_once(max_messages, visibility_ms)
+            if messages or over_limit or next_due_ms != 0:
+                break
+        return messages, next_due_ms, wait_ms, over_limit
+
     def _receive_once(self, max_messages: int, visibility_ms: int) -> tuple[list[Message], int, int, bool]:
         token = secrets.token_urlsafe(12)
         args = (self._client._now_arg(), max_messages, visibility_ms, token, self.name)
         reply = self._client.run("receive", self.keys, args, queue=self.name, tolerate=Status.E_OVER_LIMIT)
         if reply[0] == Status.E_OVER_LIMIT:
-            return [], int(reply[1]), 0, True
+            return [], int(reply[1]), int(reply[2]), True
         next_due_ms, recover, wait_ms, moved_n = reply[1], reply[2], reply[3], reply[4]
         position = 5
-        if moved_n:
-            from ._moves import finish_moves
-
-            finish_moves(self._client, self.name, reply[position : position + 2 * moved_n])
+        if moved_n or recover:
+            # The messages below are in flight already: a failure to finish
+            # moves must not keep them from the caller. Unfinished moves stay
+            # in the outbox, where a later recovery takes them up.
+            try:
+                if moved_n:
+                    finish_moves(self._client, self.name, reply[position : position + 2 * moved_n], park=True)
+                if recover:
+                    self._client.recover(self.name, min_age=30.0)
+            except SmqError as error:
+                log.warning("moves out of queue %r left for recovery: %s", self.name, error)
             position += 2 * moved_n
-        if recover:
-            self._client.recover(self.name, min_age=30.0)
         messages = []
         name = self.name
         for i in range(position, len(reply), 4):
@@ -253,7 +285,7 @@ class Queue:
 
     def change_visibility_batch(self, entries: Sequence[ChangeEntry]) -> BatchResult[str]:
         """Change the visibility of 1-10 messages; returns the entry ids per outcome."""
-        _check_batch([entry.id for entry in entries])
+        _check_entries(entries, ChangeEntry)
         return self._change(entries, single=False)
 
     def _change(self, entries: Sequence[ChangeEntry], *, single: bool) -> BatchResult[str]:
@@ -262,9 +294,7 @@ class Queue:
         failed: list[BatchFailure] = []
         for entry in entries:
             try:
-                timeout = _check_int(
-                    "visibility_timeout", entry.visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT
-                )
+                timeout = check_int("visibility_timeout", entry.visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT)
                 message_id, token = parse_receipt(self.name, entry.receipt_handle)
             except SmqError as error:
                 if single:
@@ -300,9 +330,8 @@ class Queue:
 
     def delete_batch(self, entries: Sequence[DeleteEntry]) -> BatchResult[str]:
         """Delete 1-10 messages. Stale or already-used receipts count as success, as in SQS."""
-        _check_batch([entry.id for entry in entries])
-        result = self._delete(entries, single=False)
-        return result
+        _check_entries(entries, DeleteEntry)
+        return self._delete(entries, single=False)
 
     def _delete(self, entries: Sequence[DeleteEntry], *, single: bool) -> BatchResult[str]:
         args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]

@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,7 +91,8 @@ class ScriptRunner:
         self._pool = pool if isinstance(redis, Redis) and pool is not None else None
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._held: list[Any] = []
+        # Weak: a connection closes when the thread holding it ends.
+        self._held: weakref.WeakSet[Any] = weakref.WeakSet()
         self._key_lists: dict[tuple[str, str], list[str]] = {}
 
     def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
@@ -126,20 +128,20 @@ class ScriptRunner:
             connection = self._pool.connection_class(**self._pool.connection_kwargs)
             local.connection, local.pid = connection, os.getpid()
             with self._lock:
-                self._held.append(connection)
+                self._held.add(connection)
         return connection
 
     def _drop(self, connection: Any) -> None:
         connection.disconnect()
         self._local.connection = None
         with self._lock:
-            if connection in self._held:
-                self._held.remove(connection)
+            self._held.discard(connection)
 
     def close(self) -> None:
         """Close the connections the threads hold."""
         with self._lock:
-            held, self._held = self._held, []
+            held = list(self._held)
+            self._held = weakref.WeakSet()
         for connection in held:
             connection.disconnect()
 

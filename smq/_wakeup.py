@@ -1,7 +1,7 @@
 """Wakes long polls: one Pub/Sub connection per client, shared by all waiters.
 
 Scripts that make a message visible publish on the queue's wake channel.
-A waiter subscribes (and waits for the confirmation) before its last
+A waiter subscribes (and waits for Redis to confirm) before its last
 receive attempt, notes the channel's notification count, and sleeps until
 that count moves or its deadline (or the next expiry the script reported)
 comes. A publish that lands between the attempt and the sleep is therefore
@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from redis.exceptions import RedisError
 
 from ._errors import BackendError
 
@@ -30,11 +34,19 @@ class Waker:
 
     def __init__(self, make_pubsub: Callable[[], Any]) -> None:
         self._make_pubsub = make_pubsub
+        self._reset()
+        reference = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _reset_in_child(reference))
+
+    def _reset(self) -> None:
         self._cond = threading.Condition()
+        # Held while a channel's watcher count changes and its subscribe or
+        # unsubscribe is sent, so the two always reach Redis in that order.
         self._send_lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self._watchers: dict[str, int] = {}
-        self._confirmed: set[str] = set()
+        self._subscribes_sent: dict[str, int] = {}
+        self._subscribes_confirmed: dict[str, int] = {}
         self._pubsub: Any = None
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -42,27 +54,45 @@ class Waker:
     @contextlib.contextmanager
     def watch(self, channel: str) -> Iterator[None]:
         """Keep ``channel`` subscribed (and confirmed) inside the block."""
-        with self._cond:
-            self._watchers[channel] = self._watchers.get(channel, 0) + 1
-            first = self._watchers[channel] == 1
-            self._counts.setdefault(channel, 0)
-            self._start()
-        try:
-            if first:
-                self._send("subscribe", channel)
+        with self._send_lock:
             with self._cond:
-                if not self._cond.wait_for(lambda: channel in self._confirmed, _CONFIRM_TIMEOUT):
-                    raise BackendError(f"Redis did not confirm the subscription to {channel}")
+                self._start()
+                self._watchers[channel] = self._watchers.get(channel, 0) + 1
+                self._counts.setdefault(channel, 0)
+                first = self._watchers[channel] == 1
+                if first:
+                    self._subscribes_sent[channel] = self._subscribes_sent.get(channel, 0) + 1
+                wanted = self._subscribes_sent[channel]
+            try:
+                if first:
+                    self._pubsub.subscribe(channel)
+            except RedisError as error:
+                self._leave(channel)
+                with self._cond:
+                    self._subscribes_sent[channel] -= 1
+                raise BackendError(f"cannot subscribe to {channel}: {error}") from error
+        try:
+            with self._cond:
+                confirmed = self._cond.wait_for(
+                    lambda: self._subscribes_confirmed.get(channel, 0) >= wanted, _CONFIRM_TIMEOUT
+                )
+            if not confirmed:
+                raise BackendError(f"Redis did not confirm the subscription to {channel}")
             yield
         finally:
-            with self._cond:
-                self._watchers[channel] -= 1
-                last = self._watchers[channel] == 0
-                if last:
-                    del self._watchers[channel]
-            if last:
-                with contextlib.suppress(Exception):
-                    self._send("unsubscribe", channel)
+            with self._send_lock:
+                if self._leave(channel):
+                    with contextlib.suppress(RedisError, AttributeError):
+                        self._pubsub.unsubscribe(channel)
+
+    def _leave(self, channel: str) -> bool:
+        """Count one watcher out; True if it was the last (caller holds the send lock)."""
+        with self._cond:
+            self._watchers[channel] -= 1
+            if self._watchers[channel]:
+                return False
+            del self._watchers[channel]
+            return True
 
     def count(self, channel: str) -> int:
         with self._cond:
@@ -76,20 +106,17 @@ class Waker:
     def close(self) -> None:
         with self._cond:
             self._closed = True
-        pubsub = self._pubsub
+            pubsub = self._pubsub
         if pubsub is not None:
             with contextlib.suppress(Exception):
                 pubsub.close()
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
+            self._closed = False
             self._pubsub = self._make_pubsub()
             self._thread = threading.Thread(target=self._listen, name="smq-waker", daemon=True)
             self._thread.start()
-
-    def _send(self, command: str, channel: str) -> None:
-        with self._send_lock:
-            getattr(self._pubsub, command)(channel)
 
     def _listen(self) -> None:
         while True:
@@ -117,24 +144,32 @@ class Waker:
             if kind == "message":
                 self._counts[channel] = self._counts.get(channel, 0) + 1
             elif kind == "subscribe":
-                self._confirmed.add(channel)
-            elif kind == "unsubscribe":
-                self._confirmed.discard(channel)
+                self._subscribes_confirmed[channel] = self._subscribes_confirmed.get(channel, 0) + 1
             self._cond.notify_all()
 
     def _reconnect(self) -> None:
         with self._cond:
             old = self._pubsub
-            self._confirmed.clear()
             for channel in self._counts:
-                self._counts[channel] += 1  # a poll that missed a publish re-polls
+                self._counts[channel] += 1  # a poll that missed a publish polls again
             self._cond.notify_all()
         with contextlib.suppress(Exception):
             old.close()
         time.sleep(_RECONNECT_DELAY)
-        with self._cond:
-            self._pubsub = self._make_pubsub()
-            channels = list(self._watchers)
-        for channel in channels:
-            with contextlib.suppress(Exception):
-                self._send("subscribe", channel)
+        with self._send_lock:
+            with self._cond:
+                self._pubsub = self._make_pubsub()
+                channels = list(self._watchers)
+                for channel in channels:
+                    self._subscribes_sent[channel] = self._subscribes_sent.get(channel, 0) + 1
+            for channel in channels:
+                with contextlib.suppress(Exception):
+                    self._pubsub.subscribe(channel)
+
+
+def _reset_in_child(reference: weakref.ref[Waker]) -> None:
+    # A forked child has none of its parent's threads: start from nothing
+    # (the parent's socket is left alone; the child opens its own).
+    waker = reference()
+    if waker is not None:
+        waker._reset()

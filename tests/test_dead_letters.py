@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import smq
-from conftest import Clock
+from conftest import Clock, raw
 from smq import _moves
 
 
@@ -158,10 +158,73 @@ def test_redrive_leaves_messages_with_no_origin(client: smq.Client) -> None:
     assert dlq.attributes().visible == 1
 
 
-def test_dead_letter_move_to_a_deleted_queue_keeps_the_message(client: smq.Client, clock: Clock) -> None:
+def test_dead_letters_wait_in_the_outbox_while_their_queue_is_missing(
+    client: smq.Client, clock: Clock
+) -> None:
     queue, dlq = _dead_letter_setup(client, max_receives=1)
     _exhaust(queue, clock, 1)
     client.delete_queue("jobs-dlq")
-    assert queue.receive() == []
+    for _ in range(3):
+        assert queue.receive() == []  # parked, not bounced back and forth
     info = queue.attributes()
-    assert info.visible + info.moving == 1  # back in the source, not lost
+    assert (info.visible, info.moving, info.counters["dead_lettered"]) == (0, 1, 1)
+    dlq = client.create_queue("jobs-dlq")
+    clock.advance(31)
+    queue.receive()  # recovery finds its queue now
+    assert queue.attributes().moving == 0
+    assert len(dlq.receive(10)) == 1
+
+
+def test_receive_returns_its_messages_when_a_move_cannot_finish(
+    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    _exhaust(queue, clock, 1)
+    queue.send("good")
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise smq.BackendError("the dead-letter queue's node is unreachable")
+
+    monkeypatch.setattr(_moves, "_move_in", unreachable)
+    assert [m.body for m in queue.receive(10)] == ["good"]
+    monkeypatch.undo()
+    assert queue.attributes().moving == 1
+    assert client.recover("jobs") == 1
+    assert len(dlq.receive(10)) == 1
+
+
+def test_a_late_last_step_never_drops_a_newer_move_of_the_same_message(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    keys = queue.keys
+    entry = b"new-token|dlq|jobs|1|0|1|0:x"
+    raw(client).hset(keys.outbox, "m1", entry)
+    raw(client).zadd(keys.outbox_at, {"m1": 0})
+    reply = client.run("move_done", keys, ["", 1, "m1", "old-token"], queue="jobs")
+    assert reply[1] == 0 and raw(client).hget(keys.outbox, "m1") == entry
+    reply = client.run("move_done", keys, ["", 1, "m1", "new-token"], queue="jobs")
+    assert reply[1] == 1 and raw(client).hlen(keys.outbox) == 0 and raw(client).zcard(keys.outbox_at) == 0
+
+
+def test_redrive_is_not_cut_short_by_deleted_ids(client: smq.Client, clock: Clock) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    queue.send_batch([smq.SendEntry(f"e{n}", f"m{n}") for n in range(8)])
+    queue.receive(10)
+    clock.advance(10)
+    queue.receive(10)
+    for message in dlq.receive(3, visibility_timeout=5):
+        dlq.change_visibility(message.receipt_handle, 0)
+        dlq.delete(message.receipt_handle)  # three deleted ids stay in the list
+    assert dlq.attributes().visible == 5
+    assert client.redrive("jobs-dlq") == 5
+    assert dlq.attributes().visible == 0
+
+
+def test_origins_are_forgotten_when_messages_leave(client: smq.Client, clock: Clock) -> None:
+    source, dlq = _dead_letter_setup(client, max_receives=1)
+    dlq.set_attributes(message_retention_period=60)
+    _exhaust(source, clock, 1)
+    source.receive()
+    assert raw(client).hlen(dlq.keys.origins) == 1
+    clock.advance(60)
+    assert dlq.receive() == []
+    assert raw(client).hlen(dlq.keys.origins) == 0

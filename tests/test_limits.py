@@ -32,6 +32,16 @@ def test_long_poll_over_the_limit_waits_and_returns_nothing(client: smq.Client) 
     assert 0.9 <= time.monotonic() - started < 5
 
 
+def test_queue_default_wait_applies_over_the_limit_too(client: smq.Client) -> None:
+    queue = client.create_queue("jobs", inflight_limit=1, receive_message_wait_time_seconds=1)
+    queue.send("a")
+    queue.send("b")
+    queue.receive()
+    started = time.monotonic()
+    assert queue.receive() == []  # a long poll by the queue's default: waits, no OverLimit
+    assert 0.9 <= time.monotonic() - started < 5
+
+
 def test_long_poll_over_the_limit_wakes_when_a_delete_makes_room(client: smq.Client) -> None:
     queue = client.create_queue("jobs", inflight_limit=1)
     queue.send("a")
@@ -62,12 +72,18 @@ def test_messages_past_retention_are_dropped_and_counted(client: smq.Client, clo
     assert queue.delete(received.receipt_handle) is False
 
 
-def test_retention_drops_are_bounded_per_receive(client: smq.Client, clock: Clock) -> None:
+def test_retention_drops_are_bounded_per_script_call(client: smq.Client, clock: Clock) -> None:
     queue = client.create_queue("jobs", message_retention_period=60)
     for _ in range(15):
         queue.send_batch([smq.SendEntry(f"e{n}", "x") for n in range(10)])
-    clock.advance(60)
-    assert queue.receive(10) == []
+    queue.send("fresh")
+    clock.advance(59.999)
+    queue.send("fresher")
+    clock.advance(0.001)
+    args = [client._now_arg(), 10, -1, "t" * 16, "jobs"]
+    reply = client.run("receive", queue.keys, args, queue="jobs")
+    assert reply[1] == 0  # skips ran out: "look again at once"
     assert queue.attributes().counters["retention_expired"] == 100
-    assert queue.receive(10) == []
-    assert queue.attributes().counters["retention_expired"] == 150
+    # receive() looks again by itself (a bounded number of script calls)
+    assert [m.body for m in queue.receive(10)] == ["fresher"]
+    assert queue.attributes().counters["retention_expired"] == 151

@@ -120,3 +120,66 @@ def test_close_releases_the_connections(redis_server: EmbeddedRedis) -> None:
         before = admin.info("clients")["connected_clients"]
         client.close()
         assert admin.info("clients")["connected_clients"] < before
+
+
+def test_connections_of_finished_threads_are_released(redis_server: EmbeddedRedis) -> None:
+    import gc
+
+    client = smq.Client(redis_server.url)
+    queue = client.create_queue("jobs")
+    threads = [threading.Thread(target=queue.send, args=("x",)) for _ in range(50)]
+    for thread in threads:
+        thread.start()
+        thread.join()
+    gc.collect()
+    with redis_server.client() as admin:
+        assert admin.info("clients")["connected_clients"] < 10
+    client.close()
+
+
+def test_long_polls_work_in_a_child_forked_during_a_long_poll(redis_client: smq.Client) -> None:
+    import multiprocessing
+    import time
+
+    queue = redis_client.create_queue("jobs")
+    parent_poll = threading.Thread(target=queue.receive, kwargs={"wait_time_seconds": 3})
+    parent_poll.start()
+    time.sleep(0.3)  # the parent's waker is subscribed and listening
+
+    def child() -> None:
+        threading.Timer(0.5, queue.send, args=["to child"]).start()
+        started = time.monotonic()
+        messages = queue.receive(wait_time_seconds=5)
+        assert [m.body for m in messages] == ["to child"] and time.monotonic() - started < 3
+
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(30)
+    parent_poll.join()
+    assert process.exitcode == 0
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.list_queues(after=5),
+        lambda c: c.list_queues(limit=0),
+        lambda c: c.list_queues(limit="2"),
+        lambda c: c.recover("jobs", min_age="x"),
+        lambda c: c.recover("jobs", min_age=-1),
+        lambda c: c.redrive("jobs", max_messages="3"),
+        lambda c: c.queue("jobs").send_batch(["a"]),
+        lambda c: c.queue("jobs").send_batch("abc"),
+        lambda c: c.queue("jobs").delete_batch([None]),
+        lambda c: c.queue("jobs").change_visibility_batch([("a", "r", 1)]),
+    ],
+)
+def test_bad_arguments_raise_invalid_parameter(redis_client: smq.Client, call: object) -> None:
+    redis_client.create_queue("jobs")
+    with pytest.raises(smq.InvalidParameter):
+        call(redis_client)  # type: ignore[operator]
+
+
+def test_a_single_send_over_one_mebibyte_raises_message_too_long(redis_client: smq.Client) -> None:
+    with pytest.raises(smq.MessageTooLong):
+        redis_client.create_queue("jobs").send("x" * (1048576 + 1))

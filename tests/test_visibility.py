@@ -270,3 +270,18 @@ def test_expired_messages_are_reclaimed_a_bounded_number_per_receive(
     queue.receive(1)
     assert queue.attributes().counters["visibility_expired"] == 100
     assert raw(client).zcard(queue.keys.inflight) == 150 + 1
+
+
+def test_receive_finds_messages_behind_many_deleted_ids(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    for _ in range(25):
+        queue.send_batch([smq.SendEntry(f"e{n}", "x") for n in range(10)])
+    receipts = [m.receipt_handle for _ in range(25) for m in queue.receive(10)]
+    for start in range(0, 250, 10):
+        # Released at once, then deleted late: 250 deleted ids at the list's head.
+        chunk = receipts[start : start + 10]
+        queue.change_visibility_batch([ChangeEntry(f"c{n}", r, 0) for n, r in enumerate(chunk)])
+        queue.delete_batch([DeleteEntry(f"d{n}", r) for n, r in enumerate(chunk)])
+    queue.send("real")
+    assert queue.attributes().visible == 1
+    assert [m.body for m in queue.receive(10, wait_time_seconds=5)] == ["real"]
