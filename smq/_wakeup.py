@@ -35,8 +35,7 @@ class Waker:
     def __init__(self, make_pubsub: Callable[[], Any]) -> None:
         self._make_pubsub = make_pubsub
         self._reset()
-        reference = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: _reset_in_child(reference))
+        _register_for_fork(self)
 
     def _reset(self) -> None:
         self._cond = threading.Condition()
@@ -167,9 +166,22 @@ class Waker:
                     self._pubsub.subscribe(channel)
 
 
-def _reset_in_child(reference: weakref.ref[Waker]) -> None:
-    # A forked child has none of its parent's threads: start from nothing
-    # (the parent's socket is left alone; the child opens its own).
-    waker = reference()
-    if waker is not None:
+_wakers: weakref.WeakSet[Waker] = weakref.WeakSet()
+_fork_hook_lock = threading.Lock()
+_fork_hook_registered = False
+
+
+def _register_for_fork(waker: Waker) -> None:
+    global _fork_hook_registered
+    with _fork_hook_lock:
+        _wakers.add(waker)
+        if not _fork_hook_registered:
+            os.register_at_fork(after_in_child=_reset_in_child)
+            _fork_hook_registered = True
+
+
+def _reset_in_child() -> None:
+    # A forked child has none of its parent's threads: every waker starts from
+    # nothing (the parent's socket is left alone; the child opens its own).
+    for waker in list(_wakers):
         waker._reset()

@@ -139,23 +139,31 @@ def test_connections_of_finished_threads_are_released(redis_server: EmbeddedRedi
 
 def test_long_polls_work_in_a_child_forked_during_a_long_poll(redis_client: smq.Client) -> None:
     import multiprocessing
-    import time
 
-    queue = redis_client.create_queue("jobs")
-    parent_poll = threading.Thread(target=queue.receive, kwargs={"wait_time_seconds": 3})
-    parent_poll.start()
-    time.sleep(0.3)  # the parent's waker is subscribed and listening
+    waker = redis_client._waker
+    channel = redis_client.queue("jobs").keys.wake_channel
+    watching, leave = threading.Event(), threading.Event()
+
+    def parent_poll() -> None:  # what a long poll holds while it waits
+        with waker.watch(channel):
+            watching.set()
+            leave.wait(30)
+
+    poll = threading.Thread(target=parent_poll)
+    poll.start()
+    assert watching.wait(10)
 
     def child() -> None:
-        threading.Timer(0.5, queue.send, args=["to child"]).start()
-        started = time.monotonic()
-        messages = queue.receive(wait_time_seconds=5)
-        assert [m.body for m in messages] == ["to child"] and time.monotonic() - started < 3
+        with waker.watch(channel):  # must subscribe again: the parent's listener is not here
+            seen = waker.count(channel)
+            threading.Timer(0.3, redis_client._redis.publish, args=[channel, "1"]).start()
+            assert waker.wait(channel, seen, 5)
 
     process = multiprocessing.get_context("fork").Process(target=child)
     process.start()
     process.join(30)
-    parent_poll.join()
+    leave.set()
+    poll.join()
     assert process.exitcode == 0
 
 
