@@ -55,3 +55,29 @@ def test_scripts_load_on_every_primary(redis_cluster: EmbeddedCluster) -> None:
     for n in range(12):
         client.create_queue(f"fresh{n}").send("x")  # NOSCRIPT on each node, then loaded
     assert all(len(client.queue(f"fresh{n}").receive()) == 1 for n in range(12))
+
+
+def test_a_call_routed_to_the_wrong_primary_follows_moved_and_runs_once(
+    redis_cluster: EmbeddedCluster,
+) -> None:
+    client = _cluster_client(redis_cluster)
+    queue = client.create_queue("jobs")
+    cluster = client._redis
+    right = cluster.get_node_from_key(queue.keys.meta)
+    wrong = next(node for node in cluster.get_primaries() if node.name != right.name)
+    cluster.get_redis_connection(wrong)  # connected, so the lean path takes it
+    real = cluster.nodes_manager.get_node_from_slot
+    calls = []
+
+    def stale_map(slot: int, *args: object, **kwargs: object) -> object:
+        calls.append(slot)
+        return wrong if len(calls) == 1 else real(slot, *args, **kwargs)
+
+    cluster.nodes_manager.get_node_from_slot = stale_map
+    try:
+        queue.send("once")  # MOVED from the wrong node: the script did not run there
+    finally:
+        cluster.nodes_manager.get_node_from_slot = real
+    assert calls
+    assert [m.body for m in queue.receive(10)] == ["once"]
+    assert queue.attributes().counters["sent"] == 1
