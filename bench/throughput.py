@@ -21,11 +21,12 @@ import multiprocessing as mp
 import os
 import platform
 import queue as queue_module
+import statistics
 import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
@@ -346,6 +347,7 @@ class Cell:
     sent_per_s: float
     backlog_at_end: int
     left_in_queue: int
+    round: int = 1
 
 
 def run_cell(
@@ -462,8 +464,16 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def medians(cells: list[Cell]) -> dict[tuple[str, int, str], float]:
+    """Median messages deleted per second of each system and cell over the rounds."""
+    runs: dict[tuple[str, int, str], list[float]] = {}
+    for c in cells:
+        runs.setdefault((c.system, c.batch, c.layout), []).append(c.deleted_per_s)
+    return {key: statistics.median(values) for key, values in runs.items()}
+
+
 def markdown(cells: list[Cell], systems: list[str]) -> str:
-    by_key = {(c.system, c.batch, c.layout): c for c in cells}
+    by_key = medians(cells)
     header = ["batch", "layout"] + [f"{LABELS[s]} msg/s" for s in systems]
     peers = [p for p in ("rsmq", "kombu") if p in systems and "smq" in systems]
     header += [f"smq/{LABELS[p]}" for p in peers]
@@ -471,10 +481,10 @@ def markdown(cells: list[Cell], systems: list[str]) -> str:
     keys = sorted({(c.batch, c.layout) for c in cells}, key=lambda k: (k[1], k[0]))
     for batch, layout in keys:
         row = [str(batch), layout]
-        row += [f"{by_key[(s, batch, layout)].deleted_per_s:,.0f}" for s in systems]
+        row += [f"{by_key[(s, batch, layout)]:,.0f}" for s in systems]
         for peer in peers:
-            peer_rate = by_key[(peer, batch, layout)].deleted_per_s
-            ratio = by_key[("smq", batch, layout)].deleted_per_s / peer_rate if peer_rate else float("inf")
+            peer_rate = by_key[(peer, batch, layout)]
+            ratio = by_key[("smq", batch, layout)] / peer_rate if peer_rate else float("inf")
             row.append(f"{ratio:.2f}x")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -487,6 +497,9 @@ def _csv(text: str) -> list[str]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="rounds over the matrix; median reported (default 3)"
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="measured window per cell (default 5)")
     parser.add_argument(
@@ -545,15 +558,21 @@ def main(argv: list[str] | None = None) -> int:
 
             with kombu.Connection(kombu_url(address_of(server))) as connection:
                 kombu_publish = publish_mode(connection.Producer())
-        for layout in args.layouts:
-            for batch in args.batches:
-                for system in args.systems:
-                    print(f"{LABELS[system]:>7}  batch {batch:>2}  {layout} ...", end=" ", flush=True)
-                    cell = run_cell(
-                        system, batch, layout, server, args.seconds, args.warmup, args.max_backlog
-                    )
-                    cells.append(cell)
-                    print(f"{cell.deleted_per_s:>10,.0f} msg/s deleted  (sent {cell.sent_per_s:,.0f}/s)")
+        # Rounds go over the whole matrix, so a drift in machine load touches every cell alike.
+        for round_number in range(1, args.repeat + 1):
+            for layout in args.layouts:
+                for batch in args.batches:
+                    for system in args.systems:
+                        print(
+                            f"[{round_number}/{args.repeat}] {LABELS[system]:>7}  b{batch:>2}  {layout} ...",
+                            end=" ",
+                            flush=True,
+                        )
+                        cell = run_cell(
+                            system, batch, layout, server, args.seconds, args.warmup, args.max_backlog
+                        )
+                        cells.append(replace(cell, round=round_number))
+                        print(f"{cell.deleted_per_s:>10,.0f} msg/s deleted  (sent {cell.sent_per_s:,.0f}/s)")
     table = markdown(cells, args.systems)
     print()
     print(table)
@@ -561,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "throughput",
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": args.seconds,
+        "rounds": args.repeat,
+        "figure": "median over the rounds of messages deleted per second",
         "warmup_seconds": args.warmup,
         "max_backlog": args.max_backlog,
         "body_bytes": BODY_BYTES,
