@@ -42,7 +42,7 @@ end
 events_max = tonumber(events_max)
 
 local reply = {OK}
-local changed, released = 0, 0
+local changed, sooner = 0, 0
 for i = 1, count do
   local id = ARGV[3 * i + 1]
   local token = ARGV[3 * i + 2]
@@ -65,9 +65,12 @@ for i = 1, count do
       if visibility_ms == 0 then
         redis.call('ZREM', inflight, id)
         redis.call('LPUSH', visible, id)
-        released = released + 1
+        sooner = sooner + 1
       else
         redis.call('ZADD', inflight, 'XX', now + visibility_ms, id)
+        if now + visibility_ms < tonumber(expiry) then
+          sooner = sooner + 1
+        end
       end
       changed = changed + 1
       emit(events, events_max, now, 'visibility_changed', id, receive_count, visibility_ms)
@@ -78,7 +81,8 @@ end
 if changed > 0 then
   redis.call('HINCRBY', stats, 'visibility_changed', changed)
 end
-if released > 0 then
+if sooner > 0 then
+  -- Long polls wake: to receive, or to sleep until the sooner expiry.
   redis.call('PUBLISH', wake_channel, '1')
 end
 return reply

@@ -80,6 +80,9 @@ if sent > 0 then
 end
 if #now_visible > 0 then
   redis.call('RPUSH', visible, unpack(now_visible))
+end
+if sent > 0 then
+  -- Long polls wake: to receive, or to sleep until a new, sooner delay.
   redis.call('PUBLISH', wake_channel, '1')
 end
 return reply

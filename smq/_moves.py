@@ -45,10 +45,10 @@ def _text(value: Any) -> str:
 def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool) -> int:
     """Steps 2 and 3 for outbox entries ``[id, entry, id, entry, ...]`` of ``source``.
 
-    When a destination queue does not exist, its messages either stay parked
-    in the outbox (``park``: dead letters wait for their queue to be created
-    again, retried by recovery) or go back to ``source`` as new arrivals
-    (redrive to a queue deleted since). Returns the number of moves finished.
+    When a destination queue does not exist, dead letters stay parked in the
+    outbox (they wait for their queue, retried by recovery); redriven messages
+    (receive count 0) go back to ``source`` unless ``park``. Returns the
+    number of messages stored in their destination.
     """
     by_destination: dict[str, list[list[Any]]] = defaultdict(list)
     for i in range(0, len(flat), 2):
@@ -57,24 +57,27 @@ def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool
         by_destination[_text(to)].append([message_id, token, origin, count, first, record])
     source_keys = QueueKeys.of(source)
     finished: list[list[Any]] = []
+    arrived = 0
     for destination, entries in by_destination.items():
         try:
             _move_in(client, QueueKeys.of(destination), entries)
         except QueueDoesNotExist:
-            if park:
+            redriven = [] if park else [entry for entry in entries if entry[3] == b"0"]
+            if len(redriven) < len(entries):
                 log.warning(
                     "queue %r does not exist: %d message(s) of %r wait in its outbox until it does",
                     destination,
-                    len(entries),
+                    len(entries) - len(redriven),
                     source,
                 )
-                continue
-            log.warning(
-                "queue %r does not exist: %d message(s) stay in %r", destination, len(entries), source
-            )
-            # Back as they were, still naming the queue they came from.
-            back = [[entry[0], entry[1], destination, b"0", b"0", entry[5]] for entry in entries]
-            _move_in(client, source_keys, back)
+            if redriven:
+                log.warning("queue %r is gone: %d message(s) stay in %r", destination, len(redriven), source)
+                # Back as they were, still naming the queue they came from.
+                back = [[entry[0], entry[1], destination, b"0", b"0", entry[5]] for entry in redriven]
+                _move_in(client, source_keys, back)
+                finished += redriven
+            continue
+        arrived += len(entries)
         finished += entries
     for start in range(0, len(finished), MOVE_CHUNK):
         chunk = finished[start : start + MOVE_CHUNK]
@@ -82,7 +85,7 @@ def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool
         for entry in chunk:
             args += [entry[0], entry[1]]
         client.run("move_done", source_keys, args, queue=source)
-    return len(finished)
+    return arrived
 
 
 def _move_in(client: Client, keys: QueueKeys, entries: list[list[Any]]) -> None:
@@ -94,11 +97,13 @@ def _move_in(client: Client, keys: QueueKeys, entries: list[list[Any]]) -> None:
         client.run("move_in", keys, args, queue=keys.name)
 
 
-def recover(client: Client, name: str, *, min_age_ms: int, park: bool = True) -> int:
+def recover(
+    client: Client, name: str, *, min_age_ms: int, park: bool = True, rounds: int = _MAX_RECOVERY_ROUNDS
+) -> int:
     keys = QueueKeys.of(name)
     finished = 0
     claimed: set[str] = set()
-    for _ in range(_MAX_RECOVERY_ROUNDS):
+    for _ in range(rounds):
         reply = client.run("move_claim", keys, [client._now_arg(), min_age_ms, MOVE_CHUNK], queue=name)
         ids = {_text(reply[i]) for i in range(1, len(reply), 2)}
         if not ids or ids <= claimed:

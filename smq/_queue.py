@@ -41,6 +41,7 @@ from ._message import (
     to_attributes,
 )
 from ._moves import finish_moves
+from ._moves import recover as recover_moves
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -206,7 +207,7 @@ class Queue:
     def _long_poll(self, max_messages: int, visibility_ms: int, deadline: float) -> list[Message]:
         waker = self._client._waker
         channel = self.keys.wake_channel
-        with waker.watch(channel):
+        with waker.watch(channel, deadline):
             while True:
                 seen = waker.count(channel)
                 messages, next_due_ms, _, _ = self._receive_now(max_messages, visibility_ms)
@@ -249,7 +250,9 @@ class Queue:
                 if moved_n:
                     finish_moves(self._client, self.name, reply[position : position + 2 * moved_n], park=True)
                 if recover:
-                    self._client.recover(self.name, min_age=30.0)
+                    # One round (100 moves) per receive: parked dead letters
+                    # cost a receive little; the rest waits for later ones.
+                    recover_moves(self._client, self.name, min_age_ms=30_000, rounds=1)
             except SmqError as error:
                 log.warning("moves out of queue %r left for recovery: %s", self.name, error)
             position += 2 * moved_n

@@ -100,6 +100,12 @@ class ScriptRunner:
         # Weak: a connection closes when the thread holding it ends.
         self._held: weakref.WeakSet[Any] = weakref.WeakSet()
         self._routes: dict[tuple[str, str], tuple[list[str], int]] = {}
+        _register_runner(self)
+
+    def _after_fork(self) -> None:
+        # Another thread of the parent may have held the lock at the fork.
+        self._lock = threading.Lock()
+        self._held = weakref.WeakSet()
 
     def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
         source = sources()[name]
@@ -150,6 +156,11 @@ class ScriptRunner:
             # New thread, or a forked child, which must not share its parent's sockets.
             local.connections, local.pid = {}, os.getpid()
         connection = local.connections.get(node)
+        if connection is not None and connection.is_connected and _closed_by_peer(connection):
+            # Redis closed it (restart, failover, idle timeout) while it sat
+            # unused: nothing was sent, so a fresh connection is safe.
+            self._drop(node, connection)
+            connection = None
         if connection is None:
             connection = pool.connection_class(**pool.connection_kwargs)
             local.connections[node] = connection
@@ -170,6 +181,33 @@ class ScriptRunner:
             self._held = weakref.WeakSet()
         for connection in held:
             connection.disconnect()
+
+
+_runners: weakref.WeakSet[ScriptRunner] = weakref.WeakSet()
+_fork_hook = threading.Lock()
+_fork_hook_registered = False
+
+
+def _register_runner(runner: ScriptRunner) -> None:
+    global _fork_hook_registered
+    with _fork_hook:
+        _runners.add(runner)
+        if not _fork_hook_registered:
+            os.register_at_fork(after_in_child=_reset_runners_in_child)
+            _fork_hook_registered = True
+
+
+def _reset_runners_in_child() -> None:
+    for runner in list(_runners):
+        runner._after_fork()
+
+
+def _closed_by_peer(connection: Any) -> bool:
+    """Whether an idle connection has something to read: from Redis, only its end."""
+    try:
+        return bool(connection.can_read(timeout=0))
+    except (ConnectionError, TimeoutError, OSError):
+        return True
 
 
 def _pack(command: tuple[Any, ...]) -> list[bytes]:

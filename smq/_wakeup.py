@@ -1,11 +1,16 @@
 """Wakes long polls: one Pub/Sub connection per client, shared by all waiters.
 
-Scripts that make a message visible publish on the queue's wake channel.
-A waiter subscribes (and waits for Redis to confirm) before its last
-receive attempt, notes the channel's notification count, and sleeps until
-that count moves or its deadline (or the next expiry the script reported)
-comes. A publish that lands between the attempt and the sleep is therefore
-never missed, and Redis is not polled in a loop.
+Scripts that make a message visible, or bring the moment one will be
+sooner, publish on the queue's wake channel. A waiter subscribes (and waits
+for Redis to confirm) before its last receive attempt, notes the channel's
+notification count, and sleeps until that count moves or its deadline (or
+the next expiry the script reported) comes. A publish that lands between the
+attempt and the sleep is therefore never missed, and Redis is not polled in
+a loop.
+
+Subscription bookkeeping is per Pub/Sub connection: when the connection is
+lost, the listener makes a new one, subscribes every watched channel on it,
+and counts confirmations afresh; polls that were waiting poll once more.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from ._errors import BackendError
 log = logging.getLogger("smq.wakeup")
 
 _CONFIRM_TIMEOUT = 5.0
-_RECONNECT_DELAY = 0.5
+_RECONNECT_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0)
 
 
 class Waker:
@@ -39,59 +44,80 @@ class Waker:
 
     def _reset(self) -> None:
         self._cond = threading.Condition()
-        # Held while a channel's watcher count changes and its subscribe or
-        # unsubscribe is sent, so the two always reach Redis in that order.
+        # Held while a channel's watchers change and its (un)subscribe is sent,
+        # and while the connection is replaced, so that what Redis sees follows
+        # the order of the decisions.
         self._send_lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self._watchers: dict[str, int] = {}
-        self._subscribes_sent: dict[str, int] = {}
-        self._subscribes_confirmed: dict[str, int] = {}
+        # Of the current connection only; both start again at a reconnect.
+        self._sent: dict[str, int] = {}
+        self._confirmed: dict[str, int] = {}
+        # Confirmations still due for subscribes whose watchers all left.
+        self._late: dict[str, int] = {}
         self._pubsub: Any = None
         self._thread: threading.Thread | None = None
         self._closed = False
 
     @contextlib.contextmanager
-    def watch(self, channel: str) -> Iterator[None]:
-        """Keep ``channel`` subscribed (and confirmed) inside the block."""
+    def watch(self, channel: str, deadline: float) -> Iterator[None]:
+        """Keep ``channel`` subscribed (and confirmed) inside the block.
+
+        Waits for the confirmation until ``deadline`` (time.monotonic), or
+        five seconds at the most, which raises BackendError.
+        """
         with self._send_lock:
             with self._cond:
                 self._start()
                 self._watchers[channel] = self._watchers.get(channel, 0) + 1
                 self._counts.setdefault(channel, 0)
                 first = self._watchers[channel] == 1
-                if first:
-                    self._subscribes_sent[channel] = self._subscribes_sent.get(channel, 0) + 1
-                wanted = self._subscribes_sent[channel]
-            try:
-                if first:
-                    self._pubsub.subscribe(channel)
-            except RedisError as error:
-                self._leave(channel)
-                with self._cond:
-                    self._subscribes_sent[channel] -= 1
-                raise BackendError(f"cannot subscribe to {channel}: {error}") from error
+                pubsub = self._pubsub
+            if first and pubsub is not None:
+                self._subscribe(pubsub, channel)
         try:
+            limit = min(deadline, time.monotonic() + _CONFIRM_TIMEOUT)
             with self._cond:
-                confirmed = self._cond.wait_for(
-                    lambda: self._subscribes_confirmed.get(channel, 0) >= wanted, _CONFIRM_TIMEOUT
-                )
-            if not confirmed:
+                while not self._is_confirmed(channel):
+                    left = limit - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                confirmed = self._is_confirmed(channel)
+            if not confirmed and time.monotonic() < deadline:
                 raise BackendError(f"Redis did not confirm the subscription to {channel}")
             yield
         finally:
             with self._send_lock:
-                if self._leave(channel):
-                    with contextlib.suppress(RedisError, AttributeError):
-                        self._pubsub.unsubscribe(channel)
+                with self._cond:
+                    self._watchers[channel] -= 1
+                    last = self._watchers[channel] == 0
+                    if last:
+                        del self._watchers[channel]
+                        due = self._sent.pop(channel, 0) - self._confirmed.pop(channel, 0)
+                        if due > 0:
+                            self._late[channel] = self._late.get(channel, 0) + due
+                    pubsub = self._pubsub
+                if last and pubsub is not None:
+                    with contextlib.suppress(RedisError, OSError, AttributeError):
+                        pubsub.unsubscribe(channel)
 
-    def _leave(self, channel: str) -> bool:
-        """Count one watcher out; True if it was the last (caller holds the send lock)."""
+    def _is_confirmed(self, channel: str) -> bool:
+        sent = self._sent.get(channel, 0)
+        return self._pubsub is not None and sent > 0 and self._confirmed.get(channel, 0) >= sent
+
+    def _subscribe(self, pubsub: Any, channel: str) -> None:
+        """Send a subscribe (caller holds the send lock); a failure means a lost connection."""
         with self._cond:
-            self._watchers[channel] -= 1
-            if self._watchers[channel]:
-                return False
-            del self._watchers[channel]
-            return True
+            self._sent[channel] = self._sent.get(channel, 0) + 1
+        try:
+            pubsub.subscribe(channel)
+        except (RedisError, OSError) as error:
+            # The listener sees the same broken connection, reconnects and
+            # subscribes every watched channel again: wait for that.
+            log.warning("subscribe to %s failed (%s); reconnecting", channel, error)
+            with contextlib.suppress(Exception):
+                pubsub.close()
 
     def count(self, channel: str) -> int:
         with self._cond:
@@ -103,17 +129,27 @@ class Waker:
             return self._cond.wait_for(lambda: self._counts.get(channel, 0) != seen, timeout)
 
     def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            pubsub = self._pubsub
+        with self._send_lock:
+            with self._cond:
+                self._closed = True
+                pubsub, self._pubsub = self._pubsub, None
+                self._wake_everyone()
         if pubsub is not None:
             with contextlib.suppress(Exception):
                 pubsub.close()
+
+    def _wake_everyone(self) -> None:
+        for channel in self._counts:
+            self._counts[channel] += 1  # each waiting poll polls once more
+        self._cond.notify_all()
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
             self._closed = False
             self._pubsub = self._make_pubsub()
+            self._sent.clear()
+            self._confirmed.clear()
+            self._late.clear()
             self._thread = threading.Thread(target=self._listen, name="smq-waker", daemon=True)
             self._thread.start()
 
@@ -125,11 +161,11 @@ class Waker:
                 pubsub = self._pubsub
             try:
                 message = pubsub.get_message(timeout=1.0)
-            except Exception as error:  # connection lost: wake everyone, then resubscribe
+            except Exception as error:
                 if self._closed:
                     return
                 log.warning("wake channel connection lost (%s); reconnecting", error)
-                self._reconnect()
+                self._reconnect(pubsub)
                 continue
             if message is not None:
                 self._handle(message)
@@ -143,27 +179,49 @@ class Waker:
             if kind == "message":
                 self._counts[channel] = self._counts.get(channel, 0) + 1
             elif kind == "subscribe":
-                self._subscribes_confirmed[channel] = self._subscribes_confirmed.get(channel, 0) + 1
+                if self._late.get(channel, 0) > 0:
+                    self._late[channel] -= 1  # answers a subscribe of watchers gone since
+                elif channel in self._watchers:
+                    self._confirmed[channel] = self._confirmed.get(channel, 0) + 1
             self._cond.notify_all()
 
-    def _reconnect(self) -> None:
-        with self._cond:
-            old = self._pubsub
-            for channel in self._counts:
-                self._counts[channel] += 1  # a poll that missed a publish polls again
-            self._cond.notify_all()
-        with contextlib.suppress(Exception):
-            old.close()
-        time.sleep(_RECONNECT_DELAY)
+    def _reconnect(self, broken: Any) -> None:
         with self._send_lock:
             with self._cond:
-                self._pubsub = self._make_pubsub()
-                channels = list(self._watchers)
-                for channel in channels:
-                    self._subscribes_sent[channel] = self._subscribes_sent.get(channel, 0) + 1
-            for channel in channels:
-                with contextlib.suppress(Exception):
-                    self._pubsub.subscribe(channel)
+                if self._pubsub is broken:
+                    self._pubsub = None
+                self._sent.clear()
+                self._confirmed.clear()
+                self._late.clear()
+                self._wake_everyone()
+        with contextlib.suppress(Exception):
+            broken.close()
+        for attempt in range(10**9):
+            time.sleep(_RECONNECT_DELAYS[min(attempt, len(_RECONNECT_DELAYS) - 1)])
+            with self._send_lock:
+                if self._closed:
+                    return
+                pubsub = self._make_pubsub()
+                with self._cond:
+                    channels = list(self._watchers)
+                    for channel in channels:
+                        self._sent[channel] = 1
+                try:
+                    for channel in channels:
+                        pubsub.subscribe(channel)
+                    if not channels:
+                        pubsub.ping()  # prove the connection before using it
+                except (RedisError, OSError) as error:
+                    log.warning("wake channel still unreachable (%s)", error)
+                    with self._cond:
+                        self._sent.clear()
+                    with contextlib.suppress(Exception):
+                        pubsub.close()
+                    continue
+                with self._cond:
+                    self._pubsub = pubsub
+                    self._cond.notify_all()
+                return
 
 
 _wakers: weakref.WeakSet[Waker] = weakref.WeakSet()

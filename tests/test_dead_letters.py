@@ -228,3 +228,37 @@ def test_origins_are_forgotten_when_messages_leave(client: smq.Client, clock: Cl
     clock.advance(60)
     assert dlq.receive() == []
     assert raw(client).hlen(dlq.keys.origins) == 0
+
+
+def test_redrive_to_a_deleted_origin_keeps_the_messages_and_counts_none(
+    client: smq.Client, clock: Clock
+) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    queue.send_batch([smq.SendEntry(f"e{n}", f"m{n}") for n in range(3)])
+    queue.receive(10)
+    clock.advance(10)
+    queue.receive(10)
+    client.delete_queue("jobs")
+    assert client.redrive("jobs-dlq") == 0
+    assert dlq.attributes().visible == 3
+
+
+def test_a_receive_recovers_at_most_one_round_of_parked_dead_letters(
+    client: smq.Client, clock: Clock
+) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    for _ in range(25):
+        queue.send_batch([smq.SendEntry(f"e{n}", "x") for n in range(10)])
+    while queue.receive(10):
+        pass
+    clock.advance(10)
+    client.delete_queue("jobs-dlq")
+    while queue.receive(10) or queue.attributes().visible:
+        pass
+    assert queue.attributes().moving == 250
+    dlq = client.create_queue("jobs-dlq")
+    clock.advance(31)
+    queue.receive()
+    assert queue.attributes().moving == 150  # one round of 100; later receives take the rest
+    assert client.recover("jobs") == 150
+    assert dlq.attributes().visible == 250

@@ -88,3 +88,47 @@ def test_an_idle_long_poll_does_not_poll_redis(redis_client: smq.Client) -> None
     messages, elapsed = _timed_receive(queue, wait_time_seconds=2)
     assert messages == [] and elapsed >= 1.9
     assert receives() - before <= 2  # one try before subscribing, one after
+
+
+def test_long_poll_wakes_for_a_delay_sent_during_the_wait(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    timer = threading.Timer(0.3, queue.send, args=["soon"], kwargs={"delay_seconds": 1})
+    timer.start()
+    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
+    timer.join()
+    assert [m.body for m in messages] == ["soon"]
+    assert 1.1 <= elapsed < 4
+
+
+def test_long_poll_wakes_for_a_timeout_shortened_during_the_wait(client: smq.Client) -> None:
+    queue = client.create_queue("jobs", visibility_timeout=600)
+    queue.send("x")
+    (held,) = queue.receive()
+    timer = threading.Timer(0.3, queue.change_visibility, args=[held.receipt_handle, 1])
+    timer.start()
+    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
+    timer.join()
+    assert len(messages) == 1 and 1.1 <= elapsed < 4
+
+
+def test_long_polls_survive_a_lost_wake_connection(redis_client: smq.Client) -> None:
+    first = redis_client.create_queue("first")
+    second = redis_client.create_queue("second")
+    first.receive(wait_time_seconds=1)  # the client's wake listener is up
+    poll = threading.Thread(target=first.receive, kwargs={"wait_time_seconds": 3})
+    poll.start()
+    time.sleep(0.2)
+    assert redis_client._redis.client_kill_filter(_type="pubsub") >= 1
+    time.sleep(0.1)
+    timer = threading.Timer(0.5, second.send, args=["after the reconnect"])
+    timer.start()
+    messages, elapsed = _timed_receive(second, wait_time_seconds=10)
+    timer.join()
+    poll.join()
+    assert [m.body for m in messages] == ["after the reconnect"] and elapsed < 4
+    for _ in range(3):  # and later polls are not stuck waiting for confirmations
+        timer = threading.Timer(0.2, second.send, args=["again"])
+        timer.start()
+        messages, elapsed = _timed_receive(second, wait_time_seconds=10)
+        timer.join()
+        assert len(messages) == 1 and elapsed < 3

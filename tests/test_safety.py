@@ -139,13 +139,14 @@ def test_connections_of_finished_threads_are_released(redis_server: EmbeddedRedi
 
 def test_long_polls_work_in_a_child_forked_during_a_long_poll(redis_client: smq.Client) -> None:
     import multiprocessing
+    import time
 
     waker = redis_client._waker
     channel = redis_client.queue("jobs").keys.wake_channel
     watching, leave = threading.Event(), threading.Event()
 
     def parent_poll() -> None:  # what a long poll holds while it waits
-        with waker.watch(channel):
+        with waker.watch(channel, time.monotonic() + 30):
             watching.set()
             leave.wait(30)
 
@@ -154,7 +155,7 @@ def test_long_polls_work_in_a_child_forked_during_a_long_poll(redis_client: smq.
     assert watching.wait(10)
 
     def child() -> None:
-        with waker.watch(channel):  # must subscribe again: the parent's listener is not here
+        with waker.watch(channel, time.monotonic() + 10):  # must subscribe anew: no listener here
             seen = waker.count(channel)
             threading.Timer(0.3, redis_client._redis.publish, args=[channel, "1"]).start()
             assert waker.wait(channel, seen, 5)
@@ -191,3 +192,37 @@ def test_bad_arguments_raise_invalid_parameter(redis_client: smq.Client, call: o
 def test_a_single_send_over_one_mebibyte_raises_message_too_long(redis_client: smq.Client) -> None:
     with pytest.raises(smq.MessageTooLong):
         redis_client.create_queue("jobs").send("x" * (1048576 + 1))
+
+
+def test_connections_redis_closed_while_idle_are_replaced(redis_server: EmbeddedRedis) -> None:
+    import time
+
+    client = smq.Client(redis_server.url)
+    queue = client.create_queue("jobs")
+    queue.send("before")
+    with redis_server.client() as admin:
+        admin.config_set("timeout", 1)
+        try:
+            time.sleep(2.5)  # Redis closes the idle script connection
+            queue.send("after")  # a fresh connection, not OutcomeUnknown
+        finally:
+            admin.config_set("timeout", 0)
+    assert [m.body for m in queue.receive(10)] == ["before", "after"]
+    client.close()
+
+
+def test_a_child_forked_while_a_thread_holds_the_connection_lock_can_work(redis_client: smq.Client) -> None:
+    import multiprocessing
+
+    queue = redis_client.create_queue("jobs")
+    queue.send("warm")
+    with redis_client._scripts._lock:  # as if another thread were opening a connection
+
+        def child() -> None:
+            queue.send("from child")
+
+        process = multiprocessing.get_context("fork").Process(target=child)
+        process.start()
+        process.join(20)
+    assert process.exitcode == 0
+    assert queue.attributes().visible == 2
