@@ -74,11 +74,19 @@ class Client:
         settings: Settings | None = None,
         redis_client: Any = None,
     ) -> None:
+        """Connect by ``url`` or ``settings``, or wrap an existing redis-py client.
+
+        ``redis_client`` (a ``redis.Redis`` or ``redis.cluster.RedisCluster``)
+        must not decode responses; give it no retries and explicit timeouts
+        (see :func:`connect`), as smq does for the clients it makes.
+        """
         if settings is None:
             settings = Settings(url=url) if url else Settings()
         elif url:
             raise TypeError("pass either url or settings, not both")
         self.settings = settings
+        if redis_client is not None and _decodes_responses(redis_client):
+            raise TypeError("smq needs a redis client made with decode_responses=False (the default)")
         self._redis = redis_client if redis_client is not None else connect(settings)
         self._scripts = ScriptRunner(self._redis)
         self._waker = Waker(self._make_pubsub)
@@ -252,6 +260,13 @@ class Client:
 
     def _make_pubsub(self) -> Any:
         return self._redis.pubsub(ignore_subscribe_messages=False)
+
+
+def _decodes_responses(redis_client: Any) -> bool:
+    if isinstance(redis_client, RedisCluster):
+        return bool(redis_client.get_encoder().decode_responses)  # type: ignore[no-untyped-call]
+    pool = getattr(redis_client, "connection_pool", None)
+    return bool(pool is not None and pool.connection_kwargs.get("decode_responses"))
 
 
 def _pairs(flat: Sequence[Any]) -> dict[str, str]:

@@ -277,14 +277,16 @@ class Queue:
 
     # -- visibility and delete ----------------------------------------------------
 
-    def change_visibility(self, receipt_handle: str, visibility_timeout: int) -> None:
+    def change_visibility(self, receipt_handle: str | Message, visibility_timeout: int) -> None:
         """Make a received message visible again ``visibility_timeout`` s from now.
+
+        ``receipt_handle`` is the handle of a receive, or the Message itself.
 
         0 makes it visible at once. Counted from this call, for this receipt
         only. Raises MessageNotInflight, StaleReceipt, or
         VisibilityCeilingExceeded (past 12 h after the receive).
         """
-        self._change([ChangeEntry("single", receipt_handle, visibility_timeout)], single=True)
+        self._change([ChangeEntry("single", _receipt_of(receipt_handle), visibility_timeout)], single=True)
 
     def change_visibility_batch(self, entries: Sequence[ChangeEntry]) -> BatchResult[str]:
         """Change the visibility of 1-10 messages; returns the entry ids per outcome."""
@@ -320,8 +322,8 @@ class Queue:
                 failed.append(_failure(entry_id, error_for(status, self.name)))
         return BatchResult(successful, failed)
 
-    def delete(self, receipt_handle: str) -> bool:
-        """Delete a received message by its receipt handle.
+    def delete(self, receipt_handle: str | Message) -> bool:
+        """Delete a received message by its receipt handle (or the Message itself).
 
         Returns True if this call deleted it. The newest receipt of a message
         deletes it even after its timeout ran out (the work is done). A stale
@@ -329,7 +331,9 @@ class Queue:
         and returns False, as SQS does; smq counts it in ``stale_receipts``.
         Deleting a message already gone returns False too.
         """
-        return bool(self._delete([DeleteEntry("single", receipt_handle)], single=True).successful)
+        return bool(
+            self._delete([DeleteEntry("single", _receipt_of(receipt_handle))], single=True).successful
+        )
 
     def delete_batch(self, entries: Sequence[DeleteEntry]) -> BatchResult[str]:
         """Delete 1-10 messages. Stale or already-used receipts count as success, as in SQS."""
@@ -396,6 +400,12 @@ class Queue:
         """Delete every message of the queue; returns how many there were."""
         reply = self._client.run("purge", self.keys, [self._client._now_arg()], queue=self.name)
         return int(reply[1])
+
+
+def _receipt_of(receipt_or_message: str | Message) -> str:
+    if isinstance(receipt_or_message, Message):
+        return receipt_or_message.receipt_handle
+    return receipt_or_message  # whatever it is, parse_receipt checks it
 
 
 def _text_pairs(flat: Sequence[Any]) -> dict[str, str]:

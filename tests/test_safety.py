@@ -226,3 +226,10 @@ def test_a_child_forked_while_a_thread_holds_the_connection_lock_can_work(redis_
         process.join(20)
     assert process.exitcode == 0
     assert queue.attributes().visible == 2
+
+
+def test_a_decoding_redis_client_is_refused_with_a_clear_error(redis_server: EmbeddedRedis) -> None:
+    import redis
+
+    with pytest.raises(TypeError, match="decode_responses"):
+        smq.Client(redis_client=redis.Redis.from_url(redis_server.url, decode_responses=True))

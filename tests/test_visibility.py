@@ -285,3 +285,12 @@ def test_receive_finds_messages_behind_many_deleted_ids(client: smq.Client) -> N
     queue.send("real")
     assert queue.attributes().visible == 1
     assert [m.body for m in queue.receive(10, wait_time_seconds=5)] == ["real"]
+
+
+def test_a_message_itself_stands_for_its_receipt(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    queue.send("x")
+    (message,) = queue.receive()
+    queue.change_visibility(message, 0)
+    (again,) = queue.receive()
+    assert queue.delete(again) is True
