@@ -6,7 +6,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._config import MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, check_setting_names
@@ -294,26 +294,14 @@ class Queue:
         return self._change(entries, single=False)
 
     def _change(self, entries: Sequence[ChangeEntry], *, single: bool) -> BatchResult[str]:
-        args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
-        pending: list[str] = []
-        failed: list[BatchFailure] = []
-        for entry in entries:
-            try:
-                timeout = check_int("visibility_timeout", entry.visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT)
-                message_id, token = parse_receipt(self.name, entry.receipt_handle)
-            except SmqError as error:
-                if single:
-                    raise
-                failed.append(_failure(entry.id, error))
-                continue
-            args += [message_id, token, timeout * 1000]
-            pending.append(entry.id)
-        if not pending:
-            return BatchResult([], failed)
-        args[2] = len(pending)
-        reply = self._client.run("change_visibility", self.keys, args, queue=self.name)
+        def timeout_ms(entry: ChangeEntry) -> list[int]:
+            return [
+                check_int("visibility_timeout", entry.visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT) * 1000
+            ]
+
+        pending, failed, statuses = self._by_receipt("change_visibility", entries, single, timeout_ms)
         successful: list[str] = []
-        for entry_id, status in zip(pending, reply[1:], strict=True):
+        for entry_id, status in zip(pending, statuses, strict=True):
             if status == Status.OK:
                 successful.append(entry_id)
             elif single:
@@ -321,6 +309,34 @@ class Queue:
             else:
                 failed.append(_failure(entry_id, error_for(status, self.name)))
         return BatchResult(successful, failed)
+
+    def _by_receipt(
+        self,
+        script: str,
+        entries: Sequence[Any],
+        single: bool,
+        extra: Callable[[Any], list[int]] = lambda entry: [],
+    ) -> tuple[list[str], list[BatchFailure], list[int]]:
+        """Run ``script`` for entries that name a receipt: (entry ids run, failures, statuses)."""
+        args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
+        pending: list[str] = []
+        failed: list[BatchFailure] = []
+        for entry in entries:
+            try:
+                more = extra(entry)
+                message_id, token = parse_receipt(self.name, entry.receipt_handle)
+            except SmqError as error:
+                if single:
+                    raise
+                failed.append(_failure(entry.id, error))
+                continue
+            args += [message_id, token, *more]
+            pending.append(entry.id)
+        if not pending:
+            return pending, failed, []
+        args[2] = len(pending)
+        reply = self._client.run(script, self.keys, args, queue=self.name)
+        return pending, failed, list(reply[1:])
 
     def delete(self, receipt_handle: str | Message) -> bool:
         """Delete a received message by its receipt handle (or the Message itself).
@@ -341,25 +357,9 @@ class Queue:
         return self._delete(entries, single=False)
 
     def _delete(self, entries: Sequence[DeleteEntry], *, single: bool) -> BatchResult[str]:
-        args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
-        pending: list[str] = []
-        failed: list[BatchFailure] = []
-        for entry in entries:
-            try:
-                message_id, token = parse_receipt(self.name, entry.receipt_handle)
-            except SmqError as error:
-                if single:
-                    raise
-                failed.append(_failure(entry.id, error))
-                continue
-            args += [message_id, token]
-            pending.append(entry.id)
-        if not pending:
-            return BatchResult([], failed)
-        args[2] = len(pending)
-        reply = self._client.run("delete", self.keys, args, queue=self.name)
+        pending, failed, statuses = self._by_receipt("delete", entries, single)
         if single:
-            return BatchResult(["single"] if reply[1] == Status.DELETED else [], [])
+            return BatchResult(pending if statuses == [Status.DELETED] else [], failed)
         return BatchResult(pending, failed)
 
     # -- the queue itself ----------------------------------------------------------

@@ -28,6 +28,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import AskError, ConnectionError, MovedError, NoScriptError, TimeoutError
 
+from ._fork import reset_after_fork
 from ._keys import KINDS, QueueKeys
 
 _KEY_LINE = re.compile(r"^-- KEYS\[(\d+)\] (\w+) \(", re.MULTILINE)
@@ -100,7 +101,7 @@ class ScriptRunner:
         # Weak: a connection closes when the thread holding it ends.
         self._held: weakref.WeakSet[Any] = weakref.WeakSet()
         self._routes: dict[tuple[str, str], tuple[list[str], int]] = {}
-        _register_runner(self)
+        reset_after_fork(self)
 
     def _after_fork(self) -> None:
         # Another thread of the parent may have held the lock at the fork.
@@ -181,25 +182,6 @@ class ScriptRunner:
             self._held = weakref.WeakSet()
         for connection in held:
             connection.disconnect()
-
-
-_runners: weakref.WeakSet[ScriptRunner] = weakref.WeakSet()
-_fork_hook = threading.Lock()
-_fork_hook_registered = False
-
-
-def _register_runner(runner: ScriptRunner) -> None:
-    global _fork_hook_registered
-    with _fork_hook:
-        _runners.add(runner)
-        if not _fork_hook_registered:
-            os.register_at_fork(after_in_child=_reset_runners_in_child)
-            _fork_hook_registered = True
-
-
-def _reset_runners_in_child() -> None:
-    for runner in list(_runners):
-        runner._after_fork()
 
 
 def _closed_by_peer(connection: Any) -> bool:

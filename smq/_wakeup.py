@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from ._errors import BackendError
+from ._fork import reset_after_fork
 
 log = logging.getLogger("smq.wakeup")
 
@@ -39,10 +38,12 @@ class Waker:
 
     def __init__(self, make_pubsub: Callable[[], Any]) -> None:
         self._make_pubsub = make_pubsub
-        self._reset()
-        _register_for_fork(self)
+        self._after_fork()
+        reset_after_fork(self)
 
-    def _reset(self) -> None:
+    def _after_fork(self) -> None:
+        # Also the initial state: in a forked child the parent's listener
+        # thread is gone, and its socket is left alone (the child opens its own).
         self._cond = threading.Condition()
         # Held while a channel's watchers change and its (un)subscribe is sent,
         # and while the connection is replaced, so that what Redis sees follows
@@ -222,24 +223,3 @@ class Waker:
                     self._pubsub = pubsub
                     self._cond.notify_all()
                 return
-
-
-_wakers: weakref.WeakSet[Waker] = weakref.WeakSet()
-_fork_hook_lock = threading.Lock()
-_fork_hook_registered = False
-
-
-def _register_for_fork(waker: Waker) -> None:
-    global _fork_hook_registered
-    with _fork_hook_lock:
-        _wakers.add(waker)
-        if not _fork_hook_registered:
-            os.register_at_fork(after_in_child=_reset_in_child)
-            _fork_hook_registered = True
-
-
-def _reset_in_child() -> None:
-    # A forked child has none of its parent's threads: every waker starts from
-    # nothing (the parent's socket is left alone; the child opens its own).
-    for waker in list(_wakers):
-        waker._reset()

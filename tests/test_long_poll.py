@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import smq
 
@@ -14,12 +15,21 @@ def _timed_receive(queue: smq.Queue, **kwargs: int) -> tuple[list[smq.Message], 
     return messages, time.monotonic() - started
 
 
+def _receive_while(
+    queue: smq.Queue, after: float, action: Any, *args: Any, **kwargs: Any
+) -> tuple[list[smq.Message], float]:
+    """A 10 s long poll on ``queue`` during which ``action(*args, **kwargs)`` runs ``after`` s in."""
+    timer = threading.Timer(after, action, args=args, kwargs=kwargs)
+    timer.start()
+    try:
+        return _timed_receive(queue, wait_time_seconds=10)
+    finally:
+        timer.join()
+
+
 def test_long_poll_wakes_on_send(client: smq.Client) -> None:
     queue = client.create_queue("jobs")
-    timer = threading.Timer(0.3, queue.send, args=["hello"])
-    timer.start()
-    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
-    timer.join()
+    messages, elapsed = _receive_while(queue, 0.3, queue.send, "hello")
     assert [m.body for m in messages] == ["hello"]
     assert 0.25 <= elapsed < 3
 
@@ -45,10 +55,7 @@ def test_long_poll_wakes_on_a_timeout_zero_release(client: smq.Client) -> None:
     queue = client.create_queue("jobs", visibility_timeout=600)
     queue.send("x")
     (message,) = queue.receive()
-    timer = threading.Timer(0.3, queue.change_visibility, args=[message.receipt_handle, 0])
-    timer.start()
-    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
-    timer.join()
+    messages, elapsed = _receive_while(queue, 0.3, queue.change_visibility, message.receipt_handle, 0)
     assert len(messages) == 1 and elapsed < 3
 
 
@@ -92,10 +99,7 @@ def test_an_idle_long_poll_does_not_poll_redis(redis_client: smq.Client) -> None
 
 def test_long_poll_wakes_for_a_delay_sent_during_the_wait(client: smq.Client) -> None:
     queue = client.create_queue("jobs")
-    timer = threading.Timer(0.3, queue.send, args=["soon"], kwargs={"delay_seconds": 1})
-    timer.start()
-    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
-    timer.join()
+    messages, elapsed = _receive_while(queue, 0.3, queue.send, "soon", delay_seconds=1)
     assert [m.body for m in messages] == ["soon"]
     assert 1.1 <= elapsed < 4
 
@@ -104,10 +108,7 @@ def test_long_poll_wakes_for_a_timeout_shortened_during_the_wait(client: smq.Cli
     queue = client.create_queue("jobs", visibility_timeout=600)
     queue.send("x")
     (held,) = queue.receive()
-    timer = threading.Timer(0.3, queue.change_visibility, args=[held.receipt_handle, 1])
-    timer.start()
-    messages, elapsed = _timed_receive(queue, wait_time_seconds=10)
-    timer.join()
+    messages, elapsed = _receive_while(queue, 0.3, queue.change_visibility, held.receipt_handle, 1)
     assert len(messages) == 1 and 1.1 <= elapsed < 4
 
 
@@ -120,10 +121,7 @@ def test_long_polls_survive_a_lost_wake_connection(redis_client: smq.Client) -> 
     time.sleep(0.2)
     assert redis_client._redis.client_kill_filter(_type="pubsub") >= 1
     time.sleep(0.1)
-    timer = threading.Timer(0.5, second.send, args=["after the reconnect"])
-    timer.start()
-    messages, elapsed = _timed_receive(second, wait_time_seconds=10)
-    timer.join()
+    messages, elapsed = _receive_while(second, 0.5, second.send, "after the reconnect")
     poll.join()
     assert [m.body for m in messages] == ["after the reconnect"] and elapsed < 4
     for _ in range(3):  # and later polls are not stuck waiting for confirmations
