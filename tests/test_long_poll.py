@@ -6,6 +6,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 import smq
 
 
@@ -112,14 +114,22 @@ def test_long_poll_wakes_for_a_timeout_shortened_during_the_wait(client: smq.Cli
     assert len(messages) == 1 and 1.1 <= elapsed < 4
 
 
-def test_long_polls_survive_a_lost_wake_connection(redis_client: smq.Client) -> None:
-    first = redis_client.create_queue("first")
-    second = redis_client.create_queue("second")
-    first.receive(wait_time_seconds=1)  # the client's wake listener is up
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+def test_long_polls_survive_a_lost_wake_connection(request: pytest.FixtureRequest, backend: str) -> None:
+    from conftest import _fresh_cluster, _fresh_real
+
+    if backend == "redis":
+        client = _fresh_real(request.getfixturevalue("redis_server"))
+        nodes = [client._redis]
+    else:
+        client = _fresh_cluster(request.getfixturevalue("redis_cluster"))
+        nodes = [client._redis.get_redis_connection(n) for n in client._redis.get_primaries()]
+    first = client.create_queue("first")
+    second = client.create_queue("second")
     poll = threading.Thread(target=first.receive, kwargs={"wait_time_seconds": 3})
     poll.start()
-    time.sleep(0.2)
-    assert redis_client._redis.client_kill_filter(_type="pubsub") >= 1
+    time.sleep(0.3)  # subscribed and listening
+    assert sum(node.client_kill_filter(_type="pubsub") for node in nodes) == 1
     time.sleep(0.1)
     messages, elapsed = _receive_while(second, 0.5, second.send, "after the reconnect")
     poll.join()
@@ -130,3 +140,4 @@ def test_long_polls_survive_a_lost_wake_connection(redis_client: smq.Client) -> 
         messages, elapsed = _timed_receive(second, wait_time_seconds=10)
         timer.join()
         assert len(messages) == 1 and elapsed < 3
+    client.close()
