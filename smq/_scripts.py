@@ -15,7 +15,10 @@ import functools
 import hashlib
 import os
 import re
+import socket
+import ssl
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,6 +82,9 @@ def sources() -> dict[str, ScriptSource]:
             key_kinds=parse_key_kinds(path.stem, body),
         )
     return loaded
+
+
+_IDLE_CHECK_SECONDS = 1.0
 
 
 class ScriptRunner:
@@ -155,13 +161,16 @@ class ScriptRunner:
         local = self._local
         if getattr(local, "pid", None) != os.getpid():
             # New thread, or a forked child, which must not share its parent's sockets.
-            local.connections, local.pid = {}, os.getpid()
+            local.connections, local.used, local.pid = {}, {}, os.getpid()
         connection = local.connections.get(node)
-        if connection is not None and connection.is_connected and _closed_by_peer(connection):
-            # Redis closed it (restart, failover, idle timeout) while it sat
-            # unused: nothing was sent, so a fresh connection is safe.
-            self._drop(node, connection)
-            connection = None
+        now = time.monotonic()
+        if connection is not None and now - local.used.get(node, now) > _IDLE_CHECK_SECONDS:
+            if connection.is_connected and _closed_by_peer(connection):
+                # Redis closed it (restart, failover, idle timeout) while it sat
+                # unused: nothing was sent, so a fresh connection is safe.
+                self._drop(node, connection)
+                connection = None
+        local.used[node] = now
         if connection is None:
             connection = pool.connection_class(**pool.connection_kwargs)
             local.connections[node] = connection
@@ -186,10 +195,19 @@ class ScriptRunner:
 
 def _closed_by_peer(connection: Any) -> bool:
     """Whether an idle connection has something to read: from Redis, only its end."""
+    sock = connection._sock
+    if isinstance(sock, ssl.SSLSocket) or not hasattr(socket, "MSG_DONTWAIT"):
+        try:
+            return bool(connection.can_read(timeout=0))
+        except (ConnectionError, TimeoutError, OSError):
+            return True
     try:
-        return bool(connection.can_read(timeout=0))
-    except (ConnectionError, TimeoutError, OSError):
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False  # nothing to read: open and idle
+    except OSError:
         return True
+    return True  # its end (b"") or stray bytes: either way, not to be reused
 
 
 def _pack(command: tuple[Any, ...]) -> list[bytes]:
