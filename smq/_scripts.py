@@ -15,8 +15,8 @@ import functools
 import hashlib
 import os
 import re
+import select
 import socket
-import ssl
 import threading
 import time
 import weakref
@@ -196,18 +196,14 @@ class ScriptRunner:
 def _closed_by_peer(connection: Any) -> bool:
     """Whether an idle connection has something to read: from Redis, only its end."""
     sock = connection._sock
-    if isinstance(sock, ssl.SSLSocket) or not hasattr(socket, "MSG_DONTWAIT"):
+    if not isinstance(sock, socket.socket) or not hasattr(select, "poll"):
         try:
             return bool(connection.can_read(timeout=0))
         except (ConnectionError, TimeoutError, OSError):
             return True
-    try:
-        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-    except BlockingIOError:
-        return False  # nothing to read: open and idle
-    except OSError:
-        return True
-    return True  # its end (b"") or stray bytes: either way, not to be reused
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))  # its end, or stray bytes: either way, not to be reused
 
 
 def _pack(command: tuple[Any, ...]) -> list[bytes]:
