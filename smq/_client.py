@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from ._config import QueueConfig, check_queue_name, check_setting_names
+from ._config import QueueConfig, check_int, check_queue_name, check_setting_names
 from ._errors import (
     BackendError,
     InvalidAttributeValue,
@@ -28,8 +28,8 @@ from ._errors import (
 )
 from ._keys import REGISTRY, QueueKeys
 from ._moves import recover, redrive
-from ._queue import Queue, check_int
-from ._scripts import ScriptRunner
+from ._queue import Queue
+from ._scripts import ScriptRunner, text_pairs
 from ._settings import Settings
 from ._wakeup import Waker
 
@@ -112,7 +112,7 @@ class Client:
             args += [field, value]
         reply = self.run("create_queue", keys, args, queue=name)
         if reply[1] == 0:
-            stored = _pairs(reply[2:])
+            stored = text_pairs(reply[2:])
             existing = QueueConfig.from_meta(stored)
             for setting in settings:
                 if getattr(existing, setting) != getattr(config, setting):
@@ -267,11 +267,6 @@ def _decodes_responses(redis_client: Any) -> bool:
         return bool(redis_client.get_encoder().decode_responses)  # type: ignore[no-untyped-call]
     pool = getattr(redis_client, "connection_pool", None)
     return bool(pool is not None and pool.connection_kwargs.get("decode_responses"))
-
-
-def _pairs(flat: Sequence[Any]) -> dict[str, str]:
-    as_text = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
-    return dict(zip(as_text[::2], as_text[1::2], strict=True))
 
 
 __all__ = ["Client", "Status", "connect"]

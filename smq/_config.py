@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
-from ._errors import InvalidAttributeName, InvalidAttributeValue, InvalidQueueName
+from ._errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameter, InvalidQueueName
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 MAX_VISIBILITY_TIMEOUT = 43200
@@ -49,7 +49,7 @@ class RedrivePolicy:
 
     def __post_init__(self) -> None:
         check_queue_name(self.dead_letter_queue)
-        _check_int("max_receive_count", self.max_receive_count, 1, 1000)
+        check_int("max_receive_count", self.max_receive_count, 1, 1000, InvalidAttributeValue)
 
 
 # name: (meta field, low, high, default, scale to ms)
@@ -63,22 +63,13 @@ _INT_SETTINGS: dict[str, tuple[str, int, int, int, int]] = {
     "event_stream_max_len": ("events_max", 0, 10_000_000, 0, 1),
 }
 
-SQS_ATTRIBUTE_NAMES = {
-    "VisibilityTimeout": "visibility_timeout",
-    "DelaySeconds": "delay_seconds",
-    "MessageRetentionPeriod": "message_retention_period",
-    "MaximumMessageSize": "maximum_message_size",
-    "ReceiveMessageWaitTimeSeconds": "receive_message_wait_time_seconds",
-    "RedrivePolicy": "redrive_policy",
-}
-"""SQS attribute names of the settings that SQS also has."""
 
-
-def _check_int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidAttributeValue(f"{name} must be an integer, not {value!r}")
-    if not low <= value <= high:
-        raise InvalidAttributeValue(f"{name} must be between {low} and {high}, not {value}")
+def check_int(
+    name: str, value: object, low: int, high: int, error: type[InvalidParameter] = InvalidParameter
+) -> int:
+    """``value`` if it is an integer in [low, high], else raise ``error`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise error(f"{name} must be an integer from {low} to {high}, not {value!r}")
     return value
 
 
@@ -108,14 +99,9 @@ class QueueConfig:
 
     def __post_init__(self) -> None:
         for name, (_, low, high, _, _) in _INT_SETTINGS.items():
-            _check_int(name, getattr(self, name), low, high)
+            check_int(name, getattr(self, name), low, high, InvalidAttributeValue)
         if self.redrive_policy is not None and not isinstance(self.redrive_policy, RedrivePolicy):
             raise InvalidAttributeValue("redrive_policy must be a RedrivePolicy or None")
-
-    def with_changes(self, **changes: Any) -> QueueConfig:
-        """A copy with some settings changed (validated)."""
-        check_setting_names(changes)
-        return replace(self, **changes)
 
     def to_meta(self, names: Any = None) -> dict[str, str]:
         """The ``meta`` hash fields of these settings (all, or those named)."""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueDoesNotExist
 from ._keys import QueueKeys
+from ._scripts import text
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -36,10 +37,6 @@ log = logging.getLogger("smq.moves")
 
 MOVE_CHUNK = 100
 _MAX_RECOVERY_ROUNDS = 1000
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool) -> int:
@@ -52,9 +49,9 @@ def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool
     """
     by_destination: dict[str, list[list[Any]]] = defaultdict(list)
     for i in range(0, len(flat), 2):
-        message_id = _text(flat[i])
+        message_id = text(flat[i])
         token, to, origin, count, first, record = bytes(flat[i + 1]).split(b"|", 5)
-        by_destination[_text(to)].append([message_id, token, origin, count, first, record])
+        by_destination[text(to)].append([message_id, token, origin, count, first, record])
     source_keys = QueueKeys.of(source)
     finished: list[list[Any]] = []
     arrived = 0
@@ -105,7 +102,7 @@ def recover(
     claimed: set[str] = set()
     for _ in range(rounds):
         reply = client.run("move_claim", keys, [client._now_arg(), min_age_ms, MOVE_CHUNK], queue=name)
-        ids = {_text(reply[i]) for i in range(1, len(reply), 2)}
+        ids = {text(reply[i]) for i in range(1, len(reply), 2)}
         if not ids or ids <= claimed:
             break  # empty, or only parked entries claimed before in this call
         claimed |= ids

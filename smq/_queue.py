@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._config import MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, check_setting_names
+from ._config import MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, check_int, check_setting_names
 from ._errors import (
     BatchEntryIdsNotDistinct,
     BatchRequestTooLong,
@@ -42,6 +42,7 @@ from ._message import (
 )
 from ._moves import finish_moves
 from ._moves import recover as recover_moves
+from ._scripts import text_pairs
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -53,13 +54,6 @@ MAX_WAIT_SECONDS = 20
 _SKIP_ROUNDS = 10
 
 log = logging.getLogger("smq.queue")
-
-
-def check_int(name: str, value: object, low: int, high: int) -> int:
-    """``value`` if it is an integer in [low, high], else raise InvalidParameter naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidParameter(f"{name} must be an integer from {low} to {high}, not {value!r}")
-    return value
 
 
 def _check_entries(entries: object, kind: type) -> None:
@@ -368,8 +362,8 @@ class Queue:
         """Settings, exact message counts, timestamps and counters of the queue."""
         reply = self._client.run("get_attributes", self.keys, [self._client._now_arg()], queue=self.name)
         now_ms = reply[1]
-        meta = _text_pairs(reply[2])
-        counters = {k: int(v) for k, v in _text_pairs(reply[3]).items()}
+        meta = text_pairs(reply[2])
+        counters = {k: int(v) for k, v in text_pairs(reply[3]).items()}
         oldest = reply[8]
         return QueueInfo(
             name=self.name,
@@ -406,8 +400,3 @@ def _receipt_of(receipt_or_message: str | Message) -> str:
     if isinstance(receipt_or_message, Message):
         return receipt_or_message.receipt_handle
     return receipt_or_message  # whatever it is, parse_receipt checks it
-
-
-def _text_pairs(flat: Sequence[Any]) -> dict[str, str]:
-    text = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
-    return dict(zip(text[::2], text[1::2], strict=True))

@@ -193,6 +193,17 @@ class ScriptRunner:
             connection.disconnect()
 
 
+def text(value: Any) -> str:
+    """A script reply value as text (replies come as bytes or integers)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def text_pairs(flat: Sequence[Any]) -> dict[str, str]:
+    """A flat ``[field, value, ...]`` reply (HGETALL) as a dict of text."""
+    values = [text(v) for v in flat]
+    return dict(zip(values[::2], values[1::2], strict=True))
+
+
 def _closed_by_peer(connection: Any) -> bool:
     """Whether an idle connection has something to read: from Redis, only its end."""
     sock = connection._sock
