@@ -38,9 +38,9 @@ _KEY_LINE = re.compile(r"^-- KEYS\[(\d+)\] (\w+) \(", re.MULTILINE)
 
 
 def lua_dir() -> Path:
-    """The folder holding the scripts: in a checkout, ``lua/`` beside ``smq/``."""
+    """The folder holding the scripts: ``smq/lua`` when installed, ``lua/`` in a checkout."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "lua", here / "lua"):
+    for candidate in (here / "lua", here.parent / "lua"):
         if (candidate / "includes").is_dir():
             return candidate
     raise FileNotFoundError("smq's Lua scripts are missing from the installation")
