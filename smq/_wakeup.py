@@ -59,6 +59,22 @@ class Waker:
         self._pubsub: Any = None
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._listeners: list[Callable[[str | None], None]] = []
+
+    def add_listener(self, callback: Callable[[str | None], None]) -> None:
+        """Call ``callback(channel)`` on every notification of a watched channel.
+
+        ``callback(None)`` means every channel: the connection was replaced
+        or the waker closed. It runs on the listener thread, under the
+        waker's lock: it must be quick and must not call the waker.
+        """
+        with self._cond:
+            self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[str | None], None]) -> None:
+        with self._cond:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
 
     @contextlib.contextmanager
     def watch(self, channel: str, deadline: float) -> Iterator[None]:
@@ -142,6 +158,8 @@ class Waker:
     def _wake_everyone(self) -> None:
         for channel in self._counts:
             self._counts[channel] += 1  # each waiting poll polls once more
+        for callback in self._listeners:
+            callback(None)
         self._cond.notify_all()
 
     def _start(self) -> None:
@@ -179,6 +197,8 @@ class Waker:
         with self._cond:
             if kind == "message":
                 self._counts[channel] = self._counts.get(channel, 0) + 1
+                for callback in self._listeners:
+                    callback(channel)
             elif kind == "subscribe":
                 if self._late.get(channel, 0) > 0:
                     self._late[channel] -= 1  # answers a subscribe of watchers gone since

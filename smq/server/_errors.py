@@ -1,0 +1,117 @@
+"""SQS error codes: the one table of the HTTP layer.
+
+Every error the API returns is an :class:`SqsError`. Its ``code`` is the
+name SQS gives it in the JSON protocol (``__type`` is
+``com.amazonaws.sqs#<code>``); ``query_code`` is the code of the Query
+protocol, which the JSON protocol repeats in the ``x-amzn-query-error``
+header, so that SDKs that check ``Error.Code`` and SDKs that raise modelled
+exceptions both recognise it.
+"""
+
+from __future__ import annotations
+
+from .. import _errors as core
+
+# code: (Query-protocol code, HTTP status)
+ERRORS: dict[str, tuple[str, int]] = {
+    "QueueDoesNotExist": ("AWS.SimpleQueueService.NonExistentQueue", 400),
+    "QueueNameExists": ("QueueAlreadyExists", 400),
+    "QueueDeletedRecently": ("AWS.SimpleQueueService.QueueDeletedRecently", 400),
+    "BatchEntryIdsNotDistinct": ("AWS.SimpleQueueService.BatchEntryIdsNotDistinct", 400),
+    "BatchRequestTooLong": ("AWS.SimpleQueueService.BatchRequestTooLong", 400),
+    "EmptyBatchRequest": ("AWS.SimpleQueueService.EmptyBatchRequest", 400),
+    "InvalidBatchEntryId": ("AWS.SimpleQueueService.InvalidBatchEntryId", 400),
+    "TooManyEntriesInBatchRequest": ("AWS.SimpleQueueService.TooManyEntriesInBatchRequest", 400),
+    "MessageNotInflight": ("AWS.SimpleQueueService.MessageNotInflight", 400),
+    "PurgeQueueInProgress": ("AWS.SimpleQueueService.PurgeQueueInProgress", 403),
+    "UnsupportedOperation": ("AWS.SimpleQueueService.UnsupportedOperation", 400),
+    "OverLimit": ("OverLimit", 403),
+    "ResourceNotFoundException": ("ResourceNotFoundException", 404),
+    "InvalidAttributeName": ("InvalidAttributeName", 400),
+    "InvalidAttributeValue": ("InvalidAttributeValue", 400),
+    "InvalidMessageContents": ("InvalidMessageContents", 400),
+    "ReceiptHandleIsInvalid": ("ReceiptHandleIsInvalid", 400),
+    "InvalidAddress": ("InvalidAddress", 404),
+    "RequestThrottled": ("RequestThrottled", 403),
+    # Common errors of all AWS Query-era services.
+    "InvalidParameterValue": ("InvalidParameterValue", 400),
+    "MissingParameter": ("MissingParameter", 400),
+    "InvalidAction": ("InvalidAction", 400),
+    "UnknownOperationException": ("InvalidAction", 400),
+    "MalformedQueryString": ("MalformedQueryString", 404),
+    "SerializationException": ("SerializationException", 400),
+    "InvalidClientTokenId": ("InvalidClientTokenId", 403),
+    "MissingAuthenticationToken": ("MissingAuthenticationToken", 403),
+    "IncompleteSignature": ("IncompleteSignature", 400),
+    "SignatureDoesNotMatch": ("SignatureDoesNotMatch", 403),
+    "RequestExpired": ("RequestExpired", 400),
+    "AccessDenied": ("AccessDenied", 403),
+    "InternalFailure": ("InternalFailure", 500),
+    "ServiceUnavailable": ("ServiceUnavailable", 503),
+}
+
+
+class SqsError(Exception):
+    """An error as SQS reports it: code, message, HTTP status, fault side."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        if code not in ERRORS:
+            raise KeyError(f"no SQS error code {code!r} in the table")
+        self.code = code
+        self.message = message
+        self.query_code, self.status = ERRORS[code]
+
+    @property
+    def sender_fault(self) -> bool:
+        return self.status < 500
+
+    @property
+    def fault(self) -> str:
+        """``Sender`` or ``Receiver``, as the Query protocol's ``Type``."""
+        return "Sender" if self.sender_fault else "Receiver"
+
+    def __repr__(self) -> str:
+        return f"SqsError({self.code!r}, {self.message!r})"
+
+
+# smq exception class -> SQS code; the most specific class listed wins.
+_FROM_CORE: dict[type[core.SmqError], str] = {
+    core.InvalidQueueName: "InvalidParameterValue",
+    core.InvalidAttributeName: "InvalidAttributeName",
+    core.InvalidAttributeValue: "InvalidAttributeValue",
+    core.InvalidMessageContents: "InvalidMessageContents",
+    core.MessageTooLong: "InvalidParameterValue",
+    core.VisibilityCeilingExceeded: "InvalidParameterValue",
+    core.EmptyBatchRequest: "EmptyBatchRequest",
+    core.TooManyEntriesInBatchRequest: "TooManyEntriesInBatchRequest",
+    core.BatchEntryIdsNotDistinct: "BatchEntryIdsNotDistinct",
+    core.InvalidBatchEntryId: "InvalidBatchEntryId",
+    core.BatchRequestTooLong: "BatchRequestTooLong",
+    core.InvalidParameter: "InvalidParameterValue",
+    core.QueueDoesNotExist: "QueueDoesNotExist",
+    core.QueueNameExists: "QueueNameExists",
+    core.ReceiptHandleIsInvalid: "ReceiptHandleIsInvalid",
+    core.MessageNotInflight: "MessageNotInflight",
+    # SQS answers a change by a receipt that no longer holds the message so.
+    core.StaleReceipt: "InvalidParameterValue",
+    core.OverLimit: "OverLimit",
+    core.UnsafeRedisConfig: "ServiceUnavailable",
+    core.OutcomeUnknown: "InternalFailure",
+    core.BackendError: "ServiceUnavailable",
+}
+_BY_NAME = {kind.__name__: code for kind, code in _FROM_CORE.items()}
+
+
+def from_core(error: core.SmqError) -> SqsError:
+    """The SQS error for an exception of the queue core."""
+    for kind in type(error).__mro__:
+        code = _FROM_CORE.get(kind)  # type: ignore[call-overload]
+        if code is not None:
+            return SqsError(code, str(error))
+    return SqsError("InternalFailure", str(error))
+
+
+def code_for(core_name: str) -> str:
+    """The SQS code for the name of an smq exception (a batch failure's ``code``)."""
+    return _BY_NAME.get(core_name, "InternalFailure")
