@@ -51,6 +51,177 @@ def demo(redis_url: str | None, data_dir: Path, visibility_timeout: int) -> None
             _run_demo(client, visibility_timeout)
 
 
+def _access_keys(values: tuple[str, ...]) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for value in values:
+        for pair in value.replace(",", " ").split():
+            key_id, sep, secret = pair.partition(":")
+            if not sep or not key_id or not secret:
+                _fail(f"access key {pair.split(':')[0]!r}: give it as ID:SECRET")
+            keys[key_id] = secret
+    return keys
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+@main.command()
+@click.option(
+    "--redis-url",
+    envvar="SMQ_REDIS_URL",
+    default=None,
+    help="Redis to serve (env SMQ_REDIS_URL); default: start an embedded one.",
+)
+@click.option("--cluster", is_flag=True, envvar="SMQ_CLUSTER", help="The Redis URL is a Redis Cluster node.")
+@click.option(
+    "--host", envvar="SMQ_HOST", default="127.0.0.1", show_default=True, help="Address to listen on."
+)
+@click.option(
+    "--port",
+    envvar="SMQ_PORT",
+    default=9324,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: any free port).",
+)
+@click.option(
+    "--region", envvar="SMQ_REGION", default="us-east-1", show_default=True, help="Region in queue ARNs."
+)
+@click.option(
+    "--account-id",
+    envvar="SMQ_ACCOUNT_ID",
+    default="000000000000",
+    show_default=True,
+    help="Account id in queue URLs and ARNs.",
+)
+@click.option(
+    "--public-url",
+    envvar="SMQ_PUBLIC_URL",
+    default=None,
+    help="Base of queue URLs; default: from each request.",
+)
+@click.option(
+    "--access-key",
+    "access_keys",
+    envvar="SMQ_ACCESS_KEYS",
+    multiple=True,
+    metavar="ID:SECRET",
+    help="Accept requests signed (SigV4) with this key; repeat for more (env SMQ_ACCESS_KEYS).",
+)
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    envvar="SMQ_NO_AUTH",
+    help="Accept unsigned requests on any address (local development only).",
+)
+@click.option("--max-clock-skew", envvar="SMQ_MAX_CLOCK_SKEW", default=300.0, show_default=True, type=float)
+@click.option(
+    "--threads",
+    envvar="SMQ_THREADS",
+    default=16,
+    show_default=True,
+    type=click.IntRange(1, 1024),
+    help="Threads for Redis calls (long polls that wait hold none).",
+)
+@click.option(
+    "--shutdown-timeout",
+    envvar="SMQ_SHUTDOWN_TIMEOUT",
+    default=30.0,
+    show_default=True,
+    type=float,
+    help="Seconds a graceful stop waits for requests in flight.",
+)
+@click.option(
+    "--access-log/--no-access-log",
+    envvar="SMQ_ACCESS_LOG",
+    default=True,
+    show_default=True,
+    help="One JSON line per request on stderr.",
+)
+@click.option(
+    "--data-dir",
+    envvar="SMQ_DATA_DIR",
+    default=".smq",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder of the embedded Redis.",
+)
+def serve(
+    redis_url: str | None,
+    cluster: bool,
+    host: str,
+    port: int,
+    region: str,
+    account_id: str,
+    public_url: str | None,
+    access_keys: tuple[str, ...],
+    no_auth: bool,
+    max_clock_skew: float,
+    threads: int,
+    shutdown_timeout: float,
+    access_log: bool,
+    data_dir: Path,
+) -> None:
+    """Serve the SQS API (JSON and Query protocols) over HTTP.
+
+    Point any SQS client at it: aws sqs --endpoint-url http://127.0.0.1:9324 list-queues
+    """
+    import asyncio
+
+    from .server import ServerConfig, log_to_stderr, run
+
+    keys = _access_keys(access_keys)
+    if keys and no_auth:
+        _fail("--access-key and --no-auth exclude each other")
+    if not keys and not no_auth and not _is_loopback(host):
+        _fail(f"refusing to serve {host} without authentication: pass --access-key ID:SECRET (or --no-auth)")
+    try:
+        config = ServerConfig(
+            region=region,
+            account_id=account_id,
+            public_url=public_url,
+            access_keys=keys,
+            max_clock_skew=max_clock_skew,
+            threads=threads,
+            shutdown_timeout=shutdown_timeout,
+            access_log=access_log,
+        )
+    except ValueError as error:
+        _fail(str(error))
+    log_to_stderr()
+    if not keys:
+        click.echo("smq serve: authentication is off (no access keys configured)", err=True)
+
+    def ready(url: str) -> None:
+        click.echo(f"smq serve: listening on {url}")
+        sys.stdout.flush()
+
+    def serve_on(url: str) -> None:
+        client = Client(settings=Settings(url=url, cluster=cluster))
+        try:
+            asyncio.run(run(client, config, host, port, on_ready=ready))
+        except OSError as error:
+            _fail(f"cannot listen on {host}:{port}: {error.strerror or error}")
+        except SmqError as error:
+            _fail(str(error))
+        finally:
+            client.close()
+
+    if redis_url:
+        serve_on(redis_url)
+        return
+    from .embedded import EmbeddedRedis
+
+    try:
+        server = EmbeddedRedis(data_dir / "redis")
+    except FileNotFoundError as error:
+        _fail(str(error))
+    click.echo(f"smq serve: embedded Redis ({server.server}), data in {server.directory}", err=True)
+    with server:
+        serve_on(server.url)
+
+
 def _say(started: float, text: str) -> None:
     click.echo(f"[{time.monotonic() - started:5.2f}s] {text}")
 

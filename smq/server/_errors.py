@@ -106,7 +106,7 @@ _BY_NAME = {kind.__name__: code for kind, code in _FROM_CORE.items()}
 def from_core(error: core.SmqError) -> SqsError:
     """The SQS error for an exception of the queue core."""
     for kind in type(error).__mro__:
-        code = _FROM_CORE.get(kind)  # type: ignore[call-overload]
+        code = _FROM_CORE.get(kind)
         if code is not None:
             return SqsError(code, str(error))
     return SqsError("InternalFailure", str(error))

@@ -1,0 +1,301 @@
+"""The HTTP server: protocol detection, authentication, dispatch, logs, health, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+from .._client import Client
+from .._errors import SmqError
+from . import _wire
+from ._actions import ACTIONS
+from ._context import Context, ServerConfig
+from ._errors import SqsError, from_core
+from ._longpoll import LongPolls
+from ._sigv4 import verify
+
+log = logging.getLogger("smq.serve")
+access_log = logging.getLogger("smq.access")
+
+# The largest legal request: a batch of 1 MiB of messages, with attribute
+# values base64'd and every character escaped by the encoding.
+_MAX_REQUEST_BYTES = 8 * 1024 * 1024
+_JSON_TARGET_PREFIX = "AmazonSQS."
+
+
+class Service:
+    """One ``smq serve`` process: shared by all requests, stateless beyond them."""
+
+    def __init__(self, client: Client, config: ServerConfig) -> None:
+        self.client = client
+        self.config = config
+        self._pool = ThreadPoolExecutor(config.threads, thread_name_prefix="smq-serve")
+        self.polls: LongPolls | None = None
+        self.closing = False
+        self.in_flight = 0
+        self._owner = uuid.uuid4().hex
+        self._move_tasks: asyncio.Task[None] | None = None
+        self._move_kick = asyncio.Event()
+
+    async def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(function, *args, **kwargs))
+
+    async def start(self) -> None:
+        self.polls = LongPolls(self.client, self.call)
+        self._move_tasks = asyncio.create_task(self._run_move_tasks())
+
+    async def stop(self) -> None:
+        self.closing = True
+        if self.polls is not None:
+            self.polls.close()
+
+    async def close(self) -> None:
+        if self._move_tasks is not None:
+            self._move_tasks.cancel()
+            await asyncio.gather(self._move_tasks, return_exceptions=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def kick_move_tasks(self) -> None:
+        self._move_kick.set()
+
+    async def _run_move_tasks(self) -> None:
+        """Work on message move tasks of any process; each runs under a lease in Redis."""
+        runner = getattr(self.client, "run_move_tasks", None)
+        if runner is None:
+            return
+        while not self.closing:
+            try:
+                await asyncio.wait_for(self._move_kick.wait(), self.config.move_task_interval)
+            except asyncio.TimeoutError:
+                pass
+            self._move_kick.clear()
+            if self.closing:
+                return
+            try:
+                await self.call(runner, owner=self._owner, deadline=time.monotonic() + 5)
+            except SmqError as error:
+                log.warning("message move tasks: %s", error)
+            except Exception:
+                log.exception("message move tasks failed")
+
+    # -- requests ---------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        request_id = str(uuid.uuid4())
+        target = request.headers.get("X-Amz-Target")
+        protocol = "json" if target is not None else "query"
+        action = ""
+        error: SqsError | None = None
+        self.in_flight += 1
+        try:
+            body = await request.read()
+            if protocol == "json":
+                assert target is not None
+                action = (
+                    target[len(_JSON_TARGET_PREFIX) :] if target.startswith(_JSON_TARGET_PREFIX) else target
+                )
+            else:
+                form = _form(request, body)
+                action = form.pop("Action", "")
+            sender = self._authenticate(request, body)
+            if protocol == "json":
+                if not target.startswith(_JSON_TARGET_PREFIX) or action not in ACTIONS:  # type: ignore[union-attr]
+                    raise SqsError("UnknownOperationException", f"Unknown operation {target!r}.")
+                params = _wire.json_params(body)
+            else:
+                if not action:
+                    raise SqsError("MissingParameter", "The request must contain the parameter Action.")
+                if action not in ACTIONS:
+                    raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
+                params = _wire.query_params(action, form)
+            context = Context(
+                client=self.client,
+                config=self.config,
+                call=self.call,
+                polls=self.polls,  # type: ignore[arg-type]
+                base_url=self._base_url(request),
+                path=request.path if protocol == "query" else "/",
+                sender=sender,
+                kick_move_tasks=self.kick_move_tasks,
+            )
+            result = await ACTIONS[action](context, params)
+            response = _reply(protocol, action, result, request_id)
+        except SqsError as caught:
+            error = caught
+        except SmqError as caught:
+            error = from_core(caught)
+        except web.HTTPRequestEntityTooLarge:
+            error = SqsError(
+                "InvalidParameterValue", f"The request is larger than {_MAX_REQUEST_BYTES} bytes."
+            )
+        except Exception:
+            log.exception("%s %s failed", protocol, action or "request")
+            error = SqsError(
+                "InternalFailure", "The request processing has failed because of an internal error."
+            )
+        finally:
+            self.in_flight -= 1
+        if error is not None:
+            response = _error_reply(protocol, error, request_id)
+        if self.config.access_log:
+            access_log.info(
+                json.dumps(
+                    {
+                        "time": round(time.time(), 3),
+                        "request_id": request_id,
+                        "remote": request.remote,
+                        "protocol": protocol,
+                        "action": action,
+                        "status": response.status,
+                        "error": error.code if error else None,
+                        "ms": round((time.perf_counter() - started) * 1000, 2),
+                    }
+                )
+            )
+        return response
+
+    def _authenticate(self, request: web.Request, body: bytes) -> str:
+        if not self.config.access_keys:
+            return ""
+        return verify(
+            request.method,
+            request.rel_url.raw_path,
+            request.rel_url.raw_query_string,
+            request.headers,
+            body,
+            self.config.access_keys,
+            now=time.time(),
+            max_skew=self.config.max_clock_skew,
+        )
+
+    def _base_url(self, request: web.Request) -> str:
+        if self.config.public_url:
+            return self.config.public_url.rstrip("/")
+        return f"{request.scheme}://{request.host}"
+
+    async def health(self, request: web.Request) -> web.Response:
+        """Liveness: the process serves HTTP."""
+        return web.json_response({"status": "ok"})
+
+    async def ready(self, request: web.Request) -> web.Response:
+        """Readiness: not stopping, and Redis answers."""
+        if self.closing:
+            return web.json_response({"status": "stopping"}, status=503)
+        try:
+            await asyncio.wait_for(self.call(self.client.list_queues, "", limit=1), 2.0)
+        except (SmqError, asyncio.TimeoutError) as error:
+            return web.json_response({"status": "redis unavailable", "error": str(error)}, status=503)
+        return web.json_response({"status": "ready", "in_flight": self.in_flight})
+
+
+def _form(request: web.Request, body: bytes) -> dict[str, str]:
+    form = dict(parse_qsl(request.rel_url.raw_query_string, keep_blank_values=True))
+    content_type = request.headers.get("Content-Type", "")
+    if request.method == "POST" and (not content_type or "x-www-form-urlencoded" in content_type):
+        try:
+            form.update(parse_qsl(body.decode(), keep_blank_values=True, strict_parsing=False))
+        except UnicodeDecodeError:
+            raise SqsError("MalformedQueryString", "The form body is not UTF-8.") from None
+    return form
+
+
+def _reply(protocol: str, action: str, result: dict[str, Any], request_id: str) -> web.Response:
+    if protocol == "json":
+        return web.Response(
+            body=_wire.json_body(result),
+            content_type=_wire.JSON_CONTENT_TYPE,
+            headers={"x-amzn-RequestId": request_id},
+        )
+    return web.Response(
+        body=_wire.query_body(action, result, request_id),
+        content_type="text/xml",
+        headers={"x-amzn-RequestId": request_id},
+    )
+
+
+def _error_reply(protocol: str, error: SqsError, request_id: str) -> web.Response:
+    if protocol == "json":
+        body, headers = _wire.json_error(error)
+        return web.Response(
+            status=error.status,
+            body=body,
+            content_type=_wire.JSON_CONTENT_TYPE,
+            headers={**headers, "x-amzn-RequestId": request_id},
+        )
+    return web.Response(
+        status=error.status,
+        body=_wire.query_error(error, request_id),
+        content_type="text/xml",
+        headers={"x-amzn-RequestId": request_id},
+    )
+
+
+def make_app(service: Service) -> web.Application:
+    app = web.Application(client_max_size=_MAX_REQUEST_BYTES)
+    app.router.add_get("/health", service.health)
+    app.router.add_get("/ready", service.ready)
+    app.router.add_route("POST", "/{tail:.*}", service.handle)
+    app.router.add_route("GET", "/{tail:.*}", service.handle)
+    return app
+
+
+async def run(
+    client: Client,
+    config: ServerConfig,
+    host: str,
+    port: int,
+    *,
+    on_ready: Callable[[str], None] = lambda url: None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT (or ``stop`` is set), then stop gracefully.
+
+    A graceful stop refuses new connections, ends waiting long polls with an
+    empty reply, and lets requests in flight finish (``shutdown_timeout``).
+    """
+    service = Service(client, config)
+    await service.start()
+    runner = web.AppRunner(make_app(service), access_log=None, shutdown_timeout=config.shutdown_timeout)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, shutdown_timeout=config.shutdown_timeout, reuse_address=True)
+    await site.start()
+    bound = runner.addresses[0]
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    on_ready(f"http://{shown}:{bound[1]}")
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping: ending long polls, finishing %d request(s)", service.in_flight)
+        await service.stop()
+        await runner.cleanup()
+        await service.close()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+def log_to_stderr(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    for name in ("smq.access", "smq.serve"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = False

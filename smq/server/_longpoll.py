@@ -1,0 +1,207 @@
+"""Long polls of one server process: a waiting poll holds no thread and no connection.
+
+A poll that finds its queue empty subscribes to the queue's wake channel
+(one Pub/Sub connection per process, shared by every poll; the first poll
+of a channel subscribes it, the last unsubscribes) and parks a future.
+
+A notification wakes *one* parked poll of the channel, not all of them: a
+send of one message would otherwise cost one receive script per waiting
+poll. A woken poll that comes back with a full batch wakes two more, since
+more messages may be waiting; so a burst fans out in a few rounds. A poll
+that is between two receive attempts when a notification arrives sees the
+channel's count move and tries again at once, so no notification is lost.
+
+Expiries and delays publish nothing; each receive reports when the next one
+falls due (by the Redis clock), and the channel keeps one timer for the
+earliest, which counts as a notification when it fires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from .._client import Client
+from .._errors import Status, error_for
+from .._message import Message
+from .._queue import Queue
+
+Call = Callable[..., Awaitable[Any]]
+
+# The server's clock margin past a reported due time: the expiry must have
+# passed on Redis's clock too when the receive runs.
+_DUE_MARGIN = 0.002
+_FAN_OUT = 2
+
+
+class _Channel:
+    __slots__ = ("notified", "waiting", "parked", "watchers", "watch", "lock", "timer", "timer_at")
+
+    def __init__(self) -> None:
+        self.notified = 0
+        self.waiting: collections.deque[asyncio.Future[bool]] = collections.deque()
+        self.parked = 0  # futures in ``waiting`` not yet done
+        self.watchers = 0
+        self.watch: Any = None  # the core waker's subscription, while any poll watches
+        self.lock = asyncio.Lock()
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0
+
+
+class LongPolls:
+    """Receives with a wait, for an asyncio server; ``call`` runs blocking core calls."""
+
+    def __init__(self, client: Client, call: Call) -> None:
+        self._client = client
+        self._call = call
+        self._loop = asyncio.get_running_loop()
+        self._channels: dict[str, _Channel] = {}
+        self._closing = False
+        client._waker.add_listener(self._from_listener)
+
+    @property
+    def waiting(self) -> int:
+        """Polls parked now, waiting for a notification."""
+        return sum(channel.parked for channel in self._channels.values())
+
+    def close(self) -> None:
+        """End every poll now: they return what they have (nothing)."""
+        self._closing = True
+        self._client._waker.remove_listener(self._from_listener)
+        for channel in self._channels.values():
+            self._wake(channel, len(channel.waiting))
+
+    async def receive(
+        self, queue: Queue, max_messages: int, visibility_ms: int, wait_seconds: int | None
+    ) -> list[Message]:
+        """``Queue.receive`` for asyncio (arguments already checked)."""
+        messages, _, wait_ms, over_limit = await self._call(queue._receive_now, max_messages, visibility_ms)
+        wait = wait_ms / 1000 if wait_seconds is None else wait_seconds
+        if messages or wait <= 0 or self._closing:
+            if over_limit and not messages and wait <= 0:
+                raise error_for(Status.E_OVER_LIMIT, queue.name)
+            return list(messages)
+        return await self._poll(queue, max_messages, visibility_ms, self._loop.time() + wait)
+
+    async def _poll(
+        self, queue: Queue, max_messages: int, visibility_ms: int, deadline: float
+    ) -> list[Message]:
+        async with self._watching(queue.keys.wake_channel, deadline) as channel:
+            while True:
+                if self._closing:
+                    return []
+                seen = channel.notified
+                messages, next_due_ms, _, _ = await self._call(
+                    queue._receive_now, max_messages, visibility_ms
+                )
+                if messages:
+                    if len(messages) == max_messages:
+                        self._wake(channel, _FAN_OUT)
+                    return list(messages)
+                now = self._loop.time()
+                if now >= deadline or self._closing:
+                    return []
+                if channel.notified != seen:
+                    continue
+                if next_due_ms >= 0:
+                    self._arm(channel, now + next_due_ms / 1000 + _DUE_MARGIN)
+                await self._park(channel, deadline)
+
+    async def _park(self, channel: _Channel, deadline: float) -> None:
+        future: asyncio.Future[bool] = self._loop.create_future()
+        channel.waiting.append(future)
+        channel.parked += 1
+        timeout = self._loop.call_at(deadline, self._expire, channel, future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled() and future.result():
+                self._wake(channel, 1)  # pass on the notification this poll took
+            raise
+        finally:
+            timeout.cancel()
+            if not future.done():
+                future.cancel()
+                channel.parked -= 1
+            self._compact(channel)
+
+    def _expire(self, channel: _Channel, future: asyncio.Future[bool]) -> None:
+        if not future.done():
+            future.set_result(False)
+            channel.parked -= 1
+
+    def _wake(self, channel: _Channel, count: int) -> None:
+        while count > 0 and channel.waiting:
+            future = channel.waiting.popleft()
+            if not future.done():
+                future.set_result(True)
+                channel.parked -= 1
+                count -= 1
+
+    def _compact(self, channel: _Channel) -> None:
+        # Futures that timed out stay in the deque until a wake pops them;
+        # drop them when they outnumber the live ones.
+        if len(channel.waiting) > 64 and len(channel.waiting) > 2 * channel.parked:
+            channel.waiting = collections.deque(f for f in channel.waiting if not f.done())
+
+    def _arm(self, channel: _Channel, at: float) -> None:
+        if channel.timer is not None and channel.timer_at <= at:
+            return
+        if channel.timer is not None:
+            channel.timer.cancel()
+        channel.timer_at = at
+        channel.timer = self._loop.call_at(at, self._due, channel)
+
+    def _due(self, channel: _Channel) -> None:
+        channel.timer = None
+        channel.notified += 1
+        self._wake(channel, 1)
+
+    def _from_listener(self, name: str | None) -> None:
+        # On the waker's thread: hand over to the event loop.
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            self._loop.call_soon_threadsafe(self._notify, name)
+
+    def _notify(self, name: str | None) -> None:
+        if name is None:  # a new connection: every poll tries again
+            for channel in self._channels.values():
+                channel.notified += 1
+                self._wake(channel, len(channel.waiting))
+            return
+        found = self._channels.get(name)
+        if found is not None:
+            found.notified += 1
+            self._wake(found, 1)
+
+    @contextlib.asynccontextmanager
+    async def _watching(self, name: str, deadline: float) -> AsyncIterator[_Channel]:
+        channel = self._channels.get(name) or self._channels.setdefault(name, _Channel())
+        channel.watchers += 1
+        try:
+            async with channel.lock:
+                if channel.watch is None:
+                    # The core waker counts in time.monotonic, as the loop does.
+                    watch = self._client._waker.watch(name, time.monotonic() + (deadline - self._loop.time()))
+                    await self._call(watch.__enter__)
+                    channel.watch = watch
+            yield channel
+        finally:
+            channel.watchers -= 1
+            if channel.watchers == 0:
+                await asyncio.shield(self._unwatch(name, channel))
+
+    async def _unwatch(self, name: str, channel: _Channel) -> None:
+        async with channel.lock:
+            if channel.watchers > 0:
+                return
+            if channel.watch is not None:
+                watch, channel.watch = channel.watch, None
+                await self._call(watch.__exit__, None, None, None)
+            if channel.watchers == 0 and self._channels.get(name) is channel:
+                if channel.timer is not None:
+                    channel.timer.cancel()
+                del self._channels[name]

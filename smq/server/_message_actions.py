@@ -1,0 +1,318 @@
+"""Message actions: send, receive, change visibility, delete (single and batch)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._config import MAX_VISIBILITY_TIMEOUT
+from .._digest import md5_of_attributes
+from .._errors import SmqError
+from .._message import BatchFailure, ChangeEntry, DeleteEntry, Message, MessageAttribute, SendEntry
+from .._queue import MAX_BATCH, MAX_WAIT_SECONDS, _check_batch
+from . import _params as p
+from ._context import Context
+from ._errors import SqsError, code_for, from_core
+
+Result = dict[str, Any]
+
+_SYSTEM_ATTRIBUTES = (
+    "SenderId",
+    "SentTimestamp",
+    "ApproximateReceiveCount",
+    "ApproximateFirstReceiveTimestamp",
+)
+_KNOWN_SYSTEM_ATTRIBUTES = {
+    "All",
+    *_SYSTEM_ATTRIBUTES,
+    "SequenceNumber",
+    "MessageDeduplicationId",
+    "MessageGroupId",
+    "AWSTraceHeader",
+    "DeadLetterQueueSourceArn",
+}
+
+
+# -- send -------------------------------------------------------------------------
+
+
+def _message_attributes(raw: Any) -> dict[str, MessageAttribute]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise SqsError("InvalidParameterValue", "MessageAttributes must be a map.")
+    attributes: dict[str, MessageAttribute] = {}
+    for name, value in raw.items():
+        if not isinstance(value, dict):
+            raise SqsError("InvalidParameterValue", f"Message attribute {name!r} must be an object.")
+        data_type = value.get("DataType")
+        if not isinstance(data_type, str) or not data_type:
+            raise SqsError(
+                "InvalidParameterValue",
+                f"The message attribute '{name}' must contain non-empty message attribute type.",
+            )
+        if value.get("StringListValues") or value.get("BinaryListValues"):
+            raise SqsError(
+                "InvalidParameterValue",
+                f"Message attribute '{name}': StringListValues and BinaryListValues are not supported.",
+            )
+        if data_type.startswith("Binary"):
+            encoded = value.get("BinaryValue")
+            if not isinstance(encoded, str):
+                raise SqsError(
+                    "InvalidParameterValue",
+                    f"The message attribute '{name}' with type 'Binary' must use field 'Binary'.",
+                )
+            try:
+                attributes[name] = MessageAttribute(data_type, base64.b64decode(encoded, validate=True))
+            except (binascii.Error, ValueError):
+                raise SqsError(
+                    "InvalidParameterValue", f"Message attribute '{name}': BinaryValue is not base64."
+                ) from None
+        else:
+            text = value.get("StringValue")
+            if not isinstance(text, str):
+                raise SqsError(
+                    "InvalidParameterValue",
+                    f"The message attribute '{name}' with type '{data_type}' must use field 'String'.",
+                )
+            attributes[name] = MessageAttribute(data_type, text)
+    return attributes
+
+
+def _send_entry(entry_id: str, params: Mapping[str, Any]) -> SendEntry:
+    body = p.string(params, "MessageBody", required=True)
+    if params.get("MessageDeduplicationId") is not None:
+        raise SqsError(
+            "InvalidParameterValue",
+            "The request includes a parameter that is not valid for this queue type: MessageDeduplicationId.",
+        )
+    # MessageGroupId is accepted on standard queues (it orders nothing there);
+    # MessageSystemAttributes (AWSTraceHeader) are accepted and not stored.
+    p.string(params, "MessageGroupId")
+    return SendEntry(
+        entry_id,
+        body or "",
+        p.integer(params, "DelaySeconds", 0, 900),
+        _message_attributes(params.get("MessageAttributes")),
+    )
+
+
+def _send_fields(result: Any) -> Result:
+    fields = {"MessageId": result.message_id, "MD5OfMessageBody": result.md5_of_body}
+    digest = result.md5_of_message_attributes
+    if digest:
+        fields["MD5OfMessageAttributes"] = digest
+    return fields
+
+
+def _core_call(error: SmqError, context: str = "") -> SqsError:
+    converted = from_core(error)
+    if context == "send" and converted.code in ("InvalidAttributeName", "InvalidAttributeValue"):
+        # Message attributes are parameters of the send, not queue attributes.
+        return SqsError("InvalidParameterValue", converted.message)
+    return converted
+
+
+async def send_message(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    entry = _send_entry("single", params)
+    try:
+        result = await ctx.call(
+            queue.send, entry.body, delay_seconds=entry.delay_seconds, attributes=entry.attributes
+        )
+    except SmqError as error:
+        raise _core_call(error, "send") from None
+    return _send_fields(result)
+
+
+def _batch_ids(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    if len(entries) > MAX_BATCH:
+        raise SqsError(
+            "TooManyEntriesInBatchRequest",
+            f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.",
+        )
+    ids = [p.required_string(entry, "Id") for entry in entries]
+    try:
+        _check_batch(ids)
+    except SmqError as error:
+        raise from_core(error) from None
+    return ids
+
+
+def _failure(failure: BatchFailure, context: str = "") -> Result:
+    code = code_for(failure.code)
+    if context == "send" and code in ("InvalidAttributeName", "InvalidAttributeValue"):
+        code = "InvalidParameterValue"
+    return {"Id": failure.id, "SenderFault": failure.sender_fault, "Code": code, "Message": failure.message}
+
+
+def _entry_failure(entry_id: str, error: SqsError) -> Result:
+    return {"Id": entry_id, "SenderFault": error.sender_fault, "Code": error.code, "Message": error.message}
+
+
+async def send_message_batch(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    raw = p.entries(params)
+    ids = _batch_ids(raw)
+    entries: list[SendEntry] = []
+    failed: list[Result] = []
+    for entry_id, entry in zip(ids, raw, strict=True):
+        try:
+            entries.append(_send_entry(entry_id, entry))
+        except SqsError as error:
+            failed.append(_entry_failure(entry_id, error))
+    successful: list[Result] = []
+    if entries:
+        try:
+            result = await ctx.call(queue.send_batch, entries)
+        except SmqError as error:
+            raise _core_call(error, "send") from None
+        successful = [{"Id": r.id, **_send_fields(r)} for r in result.successful]
+        failed += [_failure(f, "send") for f in result.failed]
+    return {"Successful": successful, "Failed": failed}
+
+
+# -- receive ----------------------------------------------------------------------
+
+
+def _wanted_attribute_names(params: Mapping[str, Any]) -> set[str]:
+    names = set(p.string_list(params, "AttributeNames")) | set(
+        p.string_list(params, "MessageSystemAttributeNames")
+    )
+    unknown = names - _KNOWN_SYSTEM_ATTRIBUTES
+    if unknown:
+        raise SqsError("InvalidAttributeName", f"Unknown Attribute {sorted(unknown)[0]}.")
+    return set(_SYSTEM_ATTRIBUTES) if "All" in names else names
+
+
+def _attribute_filter(params: Mapping[str, Any]) -> list[str]:
+    names = p.string_list(params, "MessageAttributeNames")
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,256}(\.\*)?|\.\*|All", name):
+            raise SqsError("InvalidParameterValue", f"Message attribute name {name!r} is invalid.")
+    return names
+
+
+def _selected(attributes: Mapping[str, MessageAttribute], wanted: list[str]) -> dict[str, MessageAttribute]:
+    if not wanted or not attributes:
+        return {}
+    if "All" in wanted or ".*" in wanted:
+        return dict(attributes)
+    prefixes = tuple(name[:-1] for name in wanted if name.endswith(".*"))
+    exact = set(wanted)
+    return {n: a for n, a in attributes.items() if n in exact or (prefixes and n.startswith(prefixes))}
+
+
+def _attribute_value(attribute: MessageAttribute) -> Result:
+    if isinstance(attribute.value, bytes):
+        return {"DataType": attribute.data_type, "BinaryValue": base64.b64encode(attribute.value).decode()}
+    return {"DataType": attribute.data_type, "StringValue": attribute.value}
+
+
+def _message(ctx: Context, message: Message, system: set[str], wanted: list[str]) -> Result:
+    out: Result = {
+        "MessageId": message.message_id,
+        "ReceiptHandle": message.receipt_handle,
+        "MD5OfBody": message.md5_of_body,
+        "Body": message.body,
+    }
+    if system:
+        values = {
+            "SenderId": ctx.sender or ctx.config.account_id,
+            "SentTimestamp": str(round(message.sent_at * 1000)),
+            "ApproximateReceiveCount": str(message.receive_count),
+            "ApproximateFirstReceiveTimestamp": str(round(message.first_received_at * 1000)),
+        }
+        out["Attributes"] = {name: values[name] for name in _SYSTEM_ATTRIBUTES if name in system}
+    attributes = _selected(message.attributes, wanted)
+    if attributes:
+        out["MD5OfMessageAttributes"] = md5_of_attributes(attributes)
+        out["MessageAttributes"] = {name: _attribute_value(a) for name, a in attributes.items()}
+    return out
+
+
+async def receive_message(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    max_messages = p.integer(params, "MaxNumberOfMessages", 1, MAX_BATCH) or 1
+    visibility = p.integer(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT)
+    wait = p.integer(params, "WaitTimeSeconds", 0, MAX_WAIT_SECONDS)
+    p.string(params, "ReceiveRequestAttemptId")  # FIFO queues only; nothing to do on standard ones
+    system = _wanted_attribute_names(params)
+    wanted = _attribute_filter(params)
+    visibility_ms = -1 if visibility is None else visibility * 1000
+    try:
+        messages = await ctx.polls.receive(queue, max_messages, visibility_ms, wait)
+    except SmqError as error:
+        raise from_core(error) from None
+    return {"Messages": [_message(ctx, m, system, wanted) for m in messages]}
+
+
+# -- visibility and delete --------------------------------------------------------
+
+
+async def delete_message(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    receipt = p.required_string(params, "ReceiptHandle")
+    try:
+        await ctx.call(queue.delete, receipt)
+    except SmqError as error:
+        raise from_core(error) from None
+    return {}
+
+
+async def change_message_visibility(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    receipt = p.required_string(params, "ReceiptHandle")
+    timeout = p.integer(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT, required=True)
+    try:
+        await ctx.call(queue.change_visibility, receipt, timeout)
+    except SmqError as error:
+        raise from_core(error) from None
+    return {}
+
+
+async def delete_message_batch(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    raw = p.entries(params)
+    ids = _batch_ids(raw)
+    entries: list[DeleteEntry] = []
+    failed: list[Result] = []
+    for entry_id, entry in zip(ids, raw, strict=True):
+        try:
+            entries.append(DeleteEntry(entry_id, p.required_string(entry, "ReceiptHandle")))
+        except SqsError as error:
+            failed.append(_entry_failure(entry_id, error))
+    return await _batch(ctx, queue.delete_batch, entries, failed)
+
+
+async def change_message_visibility_batch(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    raw = p.entries(params)
+    ids = _batch_ids(raw)
+    entries: list[ChangeEntry] = []
+    failed: list[Result] = []
+    for entry_id, entry in zip(ids, raw, strict=True):
+        try:
+            receipt = p.required_string(entry, "ReceiptHandle")
+            timeout = p.integer(entry, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT, required=True)
+            assert timeout is not None
+            entries.append(ChangeEntry(entry_id, receipt, timeout))
+        except SqsError as error:
+            failed.append(_entry_failure(entry_id, error))
+    return await _batch(ctx, queue.change_visibility_batch, entries, failed)
+
+
+async def _batch(ctx: Context, method: Any, entries: list[Any], failed: list[Result]) -> Result:
+    successful: list[Result] = []
+    if entries:
+        try:
+            result = await ctx.call(method, entries)
+        except SmqError as error:
+            raise from_core(error) from None
+        successful = [{"Id": entry_id} for entry_id in result.successful]
+        failed += [_failure(f) for f in result.failed]
+    return {"Successful": successful, "Failed": failed}

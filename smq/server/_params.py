@@ -1,0 +1,72 @@
+"""Reading and checking request parameters, with SQS's error codes and wording."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import SqsError
+
+
+def string(params: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
+    value = params.get(name)
+    if value is None:
+        if required:
+            raise SqsError("MissingParameter", f"The request must contain the parameter {name}.")
+        return None
+    if not isinstance(value, str):
+        raise SqsError("InvalidParameterValue", f"Value for parameter {name} must be a string.")
+    return value
+
+
+def required_string(params: Mapping[str, Any], name: str) -> str:
+    value = string(params, name, required=True)
+    assert value is not None
+    return value
+
+
+def integer(
+    params: Mapping[str, Any], name: str, low: int, high: int, *, required: bool = False
+) -> int | None:
+    value = params.get(name)
+    if value is None:
+        if required:
+            raise SqsError("MissingParameter", f"The request must contain the parameter {name}.")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SqsError(
+            "InvalidParameterValue",
+            f"Value {value!r} for parameter {name} is invalid. Reason: Must be between {low} and {high}.",
+        )
+    return value
+
+
+def string_list(params: Mapping[str, Any], name: str) -> list[str]:
+    value = params.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SqsError("InvalidParameterValue", f"Value for parameter {name} must be a list of strings.")
+    return value
+
+
+def string_map(params: Mapping[str, Any], name: str) -> dict[str, str]:
+    value = params.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise SqsError("InvalidParameterValue", f"Value for parameter {name} must be a map of strings.")
+    return value
+
+
+def entries(params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    value = params.get("Entries")
+    if value is None:
+        raise SqsError("MissingParameter", "The request must contain the parameter Entries.")
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise SqsError("InvalidParameterValue", "Entries must be a list of objects.")
+    if not value:
+        raise SqsError("EmptyBatchRequest", "There should be at least one entry in the request.")
+    return value

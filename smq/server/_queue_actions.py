@@ -1,0 +1,320 @@
+"""Queue actions: create, find, list, delete, purge, attributes, tags, dead letters."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import binascii
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._config import QueueInfo, RedrivePolicy, check_queue_name
+from .._errors import InvalidQueueName, SmqError
+from . import _params as p
+from ._context import Context
+from ._errors import SqsError, from_core
+
+Result = dict[str, Any]
+
+# SQS attribute -> QueueConfig field
+SETTINGS = {
+    "VisibilityTimeout": "visibility_timeout",
+    "DelaySeconds": "delay_seconds",
+    "MessageRetentionPeriod": "message_retention_period",
+    "MaximumMessageSize": "maximum_message_size",
+    "ReceiveMessageWaitTimeSeconds": "receive_message_wait_time_seconds",
+}
+# Kept and returned as given; smq does not act on them.
+STORED = (
+    "Policy",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+    "SqsManagedSseEnabled",
+    "RedriveAllowPolicy",
+)
+READ_ONLY = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+    "CreatedTimestamp",
+    "LastModifiedTimestamp",
+    "QueueArn",
+)
+FIFO_ONLY = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+ALL_NAMES = ("All", *SETTINGS, "RedrivePolicy", *STORED, *READ_ONLY, "FifoQueue", *FIFO_ONLY)
+
+
+def _name(value: str) -> str:
+    try:
+        return check_queue_name(value)
+    except InvalidQueueName as error:
+        if value.endswith(".fifo"):
+            raise SqsError(
+                "UnsupportedOperation", "FIFO queues are not supported by this version of smq."
+            ) from None
+        raise SqsError(
+            "InvalidParameterValue",
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
+        ) from error
+
+
+def _redrive_policy(ctx: Context, text: str) -> RedrivePolicy | None:
+    if text == "":
+        return None
+    try:
+        policy = json.loads(text)
+    except ValueError:
+        policy = None
+    if not isinstance(policy, dict) or "deadLetterTargetArn" not in policy or "maxReceiveCount" not in policy:
+        raise SqsError(
+            "InvalidParameterValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a valid JSON map "
+            "with deadLetterTargetArn and maxReceiveCount.",
+        )
+    dead_letters = ctx.name_of_arn(policy["deadLetterTargetArn"])
+    count = policy["maxReceiveCount"]
+    if isinstance(count, str) and count.strip().isdigit():
+        count = int(count)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+        raise SqsError(
+            "InvalidParameterValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: Invalid value for maxReceiveCount: "
+            f"{policy['maxReceiveCount']!r}, valid values are from 1 to 1000 both inclusive.",
+        )
+    return RedrivePolicy(dead_letters, count)
+
+
+def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool) -> dict[str, Any]:
+    """QueueConfig keyword arguments for SQS queue attributes."""
+    settings: dict[str, Any] = {}
+    stored: dict[str, str] = {}
+    for name, value in attributes.items():
+        if name in SETTINGS:
+            if not value.strip().lstrip("-").isdigit():
+                raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}.")
+            settings[SETTINGS[name]] = int(value)
+        elif name == "RedrivePolicy":
+            settings["redrive_policy"] = _redrive_policy(ctx, value)
+        elif name in STORED:
+            stored[name] = value
+        elif name == "FifoQueue" and creating:
+            if value.lower() == "true":
+                raise SqsError(
+                    "UnsupportedOperation", "FIFO queues are not supported by this version of smq."
+                )
+            if value.lower() != "false":
+                raise SqsError("InvalidAttributeValue", "Invalid value for the parameter FifoQueue.")
+        elif name in FIFO_ONLY or name == "FifoQueue":
+            raise SqsError(
+                "InvalidAttributeName", f"Unknown Attribute {name}. It applies to FIFO queues only."
+            )
+        else:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+    if stored:
+        settings["extra_attributes"] = stored
+    return settings
+
+
+async def _check_dead_letter_queue(ctx: Context, settings: Mapping[str, Any]) -> None:
+    policy = settings.get("redrive_policy")
+    if policy is not None and not await ctx.call(ctx.client.queue_exists, policy.dead_letter_queue):
+        raise SqsError(
+            "InvalidParameterValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: Dead letter target does not exist.",
+        )
+
+
+async def create_queue(ctx: Context, params: Result) -> Result:
+    name = _name(p.required_string(params, "QueueName"))
+    settings = _settings(ctx, p.string_map(params, "Attributes"), creating=True)
+    tags = p.string_map(params, "tags")
+    await _check_dead_letter_queue(ctx, settings)
+    if tags:
+        settings["tags"] = tags
+    try:
+        await ctx.call(ctx.client.create_queue, name, **settings)
+    except SmqError as error:
+        raise from_core(error) from None
+    return {"QueueUrl": ctx.url_of(name)}
+
+
+async def get_queue_url(ctx: Context, params: Result) -> Result:
+    name = p.required_string(params, "QueueName")
+    owner = p.string(params, "QueueOwnerAWSAccountId")
+    missing = SqsError("QueueDoesNotExist", "The specified queue does not exist.")
+    try:
+        check_queue_name(name)
+    except InvalidQueueName:
+        raise missing from None
+    if (owner and owner != ctx.config.account_id) or not await ctx.call(ctx.client.queue_exists, name):
+        raise missing
+    return {"QueueUrl": ctx.url_of(name)}
+
+
+def _page_token(token: str | None) -> str:
+    if token is None:
+        return ""
+    try:
+        after = base64.urlsafe_b64decode(token.encode()).decode()
+        check_queue_name(after)
+    except (binascii.Error, UnicodeDecodeError, ValueError, SmqError):
+        raise SqsError("InvalidParameterValue", "Invalid NextToken value.") from None
+    return after
+
+
+async def _paged(
+    ctx: Context, lister: Callable[..., list[str]], limit: int | None, after: str, key: str
+) -> Result:
+    """A page of queue URLs; NextToken only when MaxResults was given and more follow."""
+    names = await ctx.call(lister, limit=limit or 1000, after=after)
+    result: Result = {key: [ctx.url_of(n) for n in names]}
+    if limit is not None and len(names) == limit and await ctx.call(lister, limit=1, after=names[-1]):
+        result["NextToken"] = base64.urlsafe_b64encode(names[-1].encode()).decode()
+    return result
+
+
+async def list_queues(ctx: Context, params: Result) -> Result:
+    prefix = p.string(params, "QueueNamePrefix") or ""
+    limit = p.integer(params, "MaxResults", 1, 1000)
+    after = _page_token(p.string(params, "NextToken"))
+    if prefix and not all(c.isalnum() or c in "-_" for c in prefix):
+        return {"QueueUrls": []}
+    try:
+        return await _paged(ctx, functools.partial(ctx.client.list_queues, prefix), limit, after, "QueueUrls")
+    except SmqError as error:
+        raise from_core(error) from None
+
+
+async def delete_queue(ctx: Context, params: Result) -> Result:
+    name = ctx.queue_name(params)
+    if not await ctx.call(ctx.client.delete_queue, name):
+        raise SqsError("QueueDoesNotExist", "The specified queue does not exist.")
+    return {}
+
+
+async def purge_queue(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    try:
+        await ctx.call(queue.purge)
+    except SmqError as error:
+        raise from_core(error) from None
+    return {}
+
+
+def _attributes(ctx: Context, info: QueueInfo, names: set[str]) -> dict[str, str]:
+    config = info.config
+    values: dict[str, str] = {
+        "ApproximateNumberOfMessages": str(info.visible),
+        "ApproximateNumberOfMessagesNotVisible": str(info.in_flight),
+        "ApproximateNumberOfMessagesDelayed": str(info.delayed),
+        "CreatedTimestamp": str(int(info.created_at)),
+        "LastModifiedTimestamp": str(int(info.modified_at)),
+        "QueueArn": ctx.arn_of(info.name),
+    }
+    for attribute, setting in SETTINGS.items():
+        values[attribute] = str(getattr(config, setting))
+    policy = config.redrive_policy
+    if policy is not None:
+        values["RedrivePolicy"] = json.dumps(
+            {
+                "deadLetterTargetArn": ctx.arn_of(policy.dead_letter_queue),
+                "maxReceiveCount": policy.max_receive_count,
+            },
+            separators=(",", ":"),
+        )
+    values.update(getattr(config, "extra_attributes", {}))
+    if "All" in names:
+        return values
+    return {name: values[name] for name in sorted(names) if name in values}
+
+
+async def get_queue_attributes(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    names = set(p.string_list(params, "AttributeNames"))
+    unknown = names - set(ALL_NAMES)
+    if unknown:
+        raise SqsError("InvalidAttributeName", f"Unknown Attribute {sorted(unknown)[0]}.")
+    try:
+        info = await ctx.call(queue.attributes)
+    except SmqError as error:
+        raise from_core(error) from None
+    attributes = _attributes(ctx, info, names)
+    return {"Attributes": attributes} if attributes else {}
+
+
+async def set_queue_attributes(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    if "Attributes" not in params:
+        raise SqsError("MissingParameter", "The request must contain the parameter Attributes.")
+    attributes = p.string_map(params, "Attributes")
+    for name in attributes:
+        if name in READ_ONLY:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}. It cannot be set.")
+    settings = _settings(ctx, attributes, creating=False)
+    if not settings:
+        return {}
+    policy = settings.get("redrive_policy")
+    if policy is not None and policy.dead_letter_queue == queue.name:
+        raise SqsError("InvalidParameterValue", "A queue cannot be its own dead-letter queue.")
+    await _check_dead_letter_queue(ctx, settings)
+    try:
+        await ctx.call(lambda: queue.set_attributes(**settings))
+    except SmqError as error:
+        raise from_core(error) from None
+    return {}
+
+
+async def list_dead_letter_source_queues(ctx: Context, params: Result) -> Result:
+    name = ctx.queue_name(params)
+    limit = p.integer(params, "MaxResults", 1, 1000)
+    after = _page_token(p.string(params, "NextToken"))
+    lister = functools.partial(ctx.client.dead_letter_sources, name)  # type: ignore[attr-defined]
+    try:
+        return await _paged(ctx, lister, limit, after, "queueUrls")
+    except SmqError as error:
+        raise from_core(error) from None
+
+
+# -- tags -------------------------------------------------------------------------
+
+
+async def tag_queue(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    if "Tags" not in params:
+        raise SqsError("MissingParameter", "The request must contain the parameter Tags.")
+    tags = p.string_map(params, "Tags")
+    try:
+        await ctx.call(queue.tag, tags)  # type: ignore[attr-defined]
+    except SmqError as error:
+        raise from_core(error) from None
+    return {}
+
+
+async def untag_queue(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    if "TagKeys" not in params:
+        raise SqsError("MissingParameter", "The request must contain the parameter TagKeys.")
+    keys = p.string_list(params, "TagKeys")
+    try:
+        await ctx.call(queue.untag, keys)  # type: ignore[attr-defined]
+    except SmqError as error:
+        raise from_core(error) from None
+    return {}
+
+
+async def list_queue_tags(ctx: Context, params: Result) -> Result:
+    queue = ctx.queue(params)
+    try:
+        tags = await ctx.call(queue.tags)  # type: ignore[attr-defined]
+    except SmqError as error:
+        raise from_core(error) from None
+    return {"Tags": tags} if tags else {}
+
+
+async def unsupported_permission(ctx: Context, params: Result) -> Result:
+    ctx.queue_name(params)
+    raise SqsError(
+        "UnsupportedOperation",
+        "smq does not keep queue permissions: access is granted by the server's access keys.",
+    )
