@@ -7,6 +7,7 @@ A missing redis-server is an error, never a skip.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import fakeredis
@@ -100,3 +101,46 @@ def raw(client: smq.Client) -> redis.Redis:
 
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- the HTTP service: a real `smq serve` on its own real Redis ----------------------
+
+
+@pytest.fixture(scope="session")
+def http_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    with EmbeddedRedis(tmp_path_factory.mktemp("http-redis")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def sqs_server(http_redis: EmbeddedRedis) -> Iterator[Any]:
+    """`smq serve` (a subprocess) on the session's HTTP Redis, no authentication."""
+    from http_support import Server
+
+    server = Server(http_redis.url, "--no-auth")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def core(http_redis: EmbeddedRedis, sqs_server: Any) -> Iterator[smq.Client]:
+    """A core client on the (emptied) Redis behind `sqs_server`, to arrange and inspect."""
+    made = _fresh_real(http_redis)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def sqs(core: smq.Client, sqs_server: Any) -> Any:
+    """boto3's SQS client (JSON protocol) on `sqs_server`."""
+    from http_support import json_client
+
+    return json_client(sqs_server.url)
+
+
+@pytest.fixture
+def sqs_query(core: smq.Client, sqs_server: Any) -> Any:
+    """boto3 speaking the Query protocol, on `sqs_server`."""
+    from http_support import query_client
+
+    return query_client(sqs_server.url)
