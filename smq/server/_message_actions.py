@@ -248,6 +248,8 @@ async def receive_message(ctx: Context, params: Result) -> Result:
         messages = await ctx.polls.receive(queue, max_messages, visibility_ms, wait)
     except SmqError as error:
         raise from_core(error) from None
+    if not messages:
+        return {}  # as SQS: no Messages member when there are none
     return {"Messages": [_message(ctx, m, system, wanted) for m in messages]}
 
 
