@@ -25,7 +25,9 @@ import smq
 from smq.embedded import EmbeddedRedis
 
 
-def _raw(url: str, path: str = "/", body: bytes = b"", headers: dict[str, str] | None = None) -> tuple[int, Any]:
+def _raw(
+    url: str, path: str = "/", body: bytes = b"", headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     try:
@@ -235,7 +237,9 @@ def test_a_graceful_stop_ends_long_polls_empty_and_exits_cleanly(
     client = json_client(server.url, read_timeout=30)
     url = client.get_queue_url(QueueName="stopping")["QueueUrl"]
     replies: list[Any] = []
-    poll = threading.Thread(target=lambda: replies.append(client.receive_message(QueueUrl=url, WaitTimeSeconds=20)))
+    poll = threading.Thread(
+        target=lambda: replies.append(client.receive_message(QueueUrl=url, WaitTimeSeconds=20))
+    )
     poll.start()
     deadline = time.monotonic() + 10
     while json.loads(_raw(server.url, "/ready")[1]).get("in_flight", 0) < 1 and time.monotonic() < deadline:
@@ -259,3 +263,44 @@ def test_each_request_is_logged_as_one_json_line(sqs_server: Server, sqs: Any) -
     assert ("CreateQueue", 200, None) in actions
     assert ("GetQueueUrl", 400, "QueueDoesNotExist") in actions
     assert all({"time", "request_id", "remote", "protocol", "ms"} <= set(line) for line in lines)
+
+
+@pytest.mark.cluster
+def test_serves_queues_on_a_redis_cluster(redis_cluster: Any) -> None:
+    from redis.cluster import RedisCluster
+
+    admin = smq.Client(settings=smq.Settings(url=redis_cluster.url, cluster=True))
+    admin._redis.flushall(target_nodes=RedisCluster.PRIMARIES)
+    admin.close()
+    server = Server(redis_cluster.url, "--cluster", "--no-auth")
+    try:
+        sqs = json_client(server.url)
+        urls = [sqs.create_queue(QueueName=f"spread-{n}")["QueueUrl"] for n in range(6)]
+        dead = sqs.create_queue(QueueName="spread-dlq")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sqs.set_queue_attributes(
+            QueueUrl=urls[0],
+            Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})},
+        )
+        for url in urls:
+            sqs.send_message(QueueUrl=url, MessageBody=url)
+        receipts = {}
+        for url in urls:
+            (message,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]
+            assert message["Body"] == url
+            receipts[url] = message["ReceiptHandle"]
+        sqs.delete_message(QueueUrl=urls[1], ReceiptHandle=receipts[urls[1]])
+        # maxReceiveCount 1: the next receive moves it across slots to the dead-letter queue.
+        assert "Messages" not in sqs.receive_message(QueueUrl=urls[0])
+        (moved,) = sqs.receive_message(QueueUrl=dead, WaitTimeSeconds=5)["Messages"]
+        assert moved["Body"] == urls[0]
+        # A long poll on a cluster wakes on a send.
+        started = time.monotonic()
+        timer = threading.Timer(0.5, lambda: sqs.send_message(QueueUrl=urls[1], MessageBody="late"))
+        timer.start()
+        replies = sqs.receive_message(QueueUrl=urls[1], WaitTimeSeconds=10, VisibilityTimeout=30)
+        timer.join()
+        assert [m["Body"] for m in replies["Messages"]] == ["late"]
+        assert 0.4 < time.monotonic() - started < 5
+    finally:
+        server.stop()
