@@ -7,8 +7,8 @@ A missing redis-server is an error, never a skip.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import fakeredis
 import pytest

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 import aiohttp
 import botocore.exceptions
 import pytest
-from http_support import BIN, KEY_ID, SECRET, Server, json_client, query_client
 
 import smq
+from http_support import BIN, KEY_ID, SECRET, Server, json_client, query_client
 from smq.embedded import EmbeddedRedis
 
 
