@@ -12,6 +12,9 @@
 -- KEYS[10] outbox_at (zset): outbox ids scored by when their move began (ms)
 -- KEYS[11] arrivals (zset): markers of moves already received (ms)
 -- KEYS[12] origins (hash): id -> queue a moved message came from
+-- KEYS[13] tags (hash): tag key -> value
+-- KEYS[14] sources (zset): names of queues that may name this one as dead-letter queue
+-- KEYS[15] tasks (hash): message move tasks of which this queue is the source
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): unused, kept for uniformity
 --
@@ -28,8 +31,11 @@ local outbox = KEYS[9]
 local outbox_at = KEYS[10]
 local arrivals = KEYS[11]
 local origins = KEYS[12]
+local tags = KEYS[13]
+local sources = KEYS[14]
+local tasks = KEYS[15]
 
 local existed = redis.call('EXISTS', meta)
 redis.call('UNLINK', meta, visible, inflight, delayed, messages, state, stats,
-  events, outbox, outbox_at, arrivals, origins)
+  events, outbox, outbox_at, arrivals, origins, tags, sources, tasks)
 return {OK, existed}

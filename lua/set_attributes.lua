@@ -3,7 +3,8 @@
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
--- ARGV[2..] field, value pairs (at most 32 pairs): settings to change
+-- ARGV[2..] field, value pairs (at most 32 pairs): settings to change; an
+--           empty value of a stored SQS attribute (field 'x:<name>') removes it
 --
 -- Returns {OK} or {E_QUEUE_MISSING, ''}.
 local meta = KEYS[1]
@@ -17,7 +18,11 @@ if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
 for i = 2, #ARGV, 2 do
-  redis.call('HSET', meta, ARGV[i], ARGV[i + 1])
+  if ARGV[i + 1] == '' and string.sub(ARGV[i], 1, 2) == 'x:' then
+    redis.call('HDEL', meta, ARGV[i])
+  else
+    redis.call('HSET', meta, ARGV[i], ARGV[i + 1])
+  end
 end
 redis.call('HSET', meta, 'modified_ms', now)
 return {OK}

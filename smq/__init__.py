@@ -29,6 +29,8 @@ from ._errors import (
     InvalidQueueName,
     MessageNotInflight,
     MessageTooLong,
+    MoveTaskActive,
+    MoveTaskNotFound,
     OutcomeUnknown,
     OverLimit,
     QueueDoesNotExist,
@@ -51,6 +53,7 @@ from ._message import (
     SendEntry,
     SendResult,
 )
+from ._move_tasks import MoveTask
 from ._queue import Queue
 from ._settings import Settings
 
@@ -77,6 +80,9 @@ __all__ = [
     "MessageAttribute",
     "MessageNotInflight",
     "MessageTooLong",
+    "MoveTask",
+    "MoveTaskActive",
+    "MoveTaskNotFound",
     "OutcomeUnknown",
     "OverLimit",
     "Queue",

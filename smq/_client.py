@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
@@ -14,7 +14,8 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from ._config import QueueConfig, check_int, check_queue_name, check_setting_names
+from . import _move_tasks
+from ._config import QueueConfig, check_extra_attributes, check_int, check_queue_name, check_setting_names
 from ._errors import (
     BackendError,
     InvalidAttributeValue,
@@ -27,10 +28,13 @@ from ._errors import (
     error_for,
 )
 from ._keys import REGISTRY, QueueKeys
+from ._move_tasks import MoveTask
 from ._moves import recover, redrive
 from ._queue import Queue
 from ._scripts import ScriptRunner, text_pairs
 from ._settings import Settings
+from ._sources import list_sources, note_source
+from ._tags import check_tags
 from ._wakeup import Waker
 
 _NAME_PART = re.compile(r"[A-Za-z0-9_-]{1,80}")
@@ -95,33 +99,56 @@ class Client:
 
     # -- queues ---------------------------------------------------------------
 
-    def create_queue(self, name: str, **settings: Any) -> Queue:
+    def create_queue(self, name: str, *, tags: Mapping[str, str] | None = None, **settings: Any) -> Queue:
         """Create a queue, or return the existing one if its settings match.
 
         Settings are :class:`QueueConfig` fields (``visibility_timeout=60``...).
         Raises QueueNameExists if the queue exists with a different value of
-        any setting given here; settings not given are not compared.
+        any setting given here; settings not given are not compared (of
+        ``extra_attributes``, only the names given). ``tags`` (at most 50) are
+        set with a new queue, in the same step; an existing queue keeps its
+        own, as in SQS.
         """
         check_queue_name(name)
         check_setting_names(settings)
+        checked_tags = check_tags(tags) if tags is not None else {}
         config = QueueConfig(**settings)
         self._check_dead_letter_target(name, config)
         keys = QueueKeys.of(name)
-        args: list[Any] = [self._now_arg()]
-        for field, value in config.to_meta().items():
+        meta = config.to_meta()
+        args: list[Any] = [self._now_arg(), len(meta)]
+        for field, value in meta.items():
             args += [field, value]
+        for key, value in checked_tags.items():
+            args += [key, value]
+        policy = config.redrive_policy
+        if policy is not None:
+            # Before the policy can exist: the index of sources is a superset.
+            note_source(self, name, policy.dead_letter_queue)
         reply = self.run("create_queue", keys, args, queue=name)
         if reply[1] == 0:
-            stored = text_pairs(reply[2:])
-            existing = QueueConfig.from_meta(stored)
-            for setting in settings:
-                if getattr(existing, setting) != getattr(config, setting):
-                    raise QueueNameExists(
-                        f"queue {name!r} exists with {setting}={getattr(existing, setting)!r}, "
-                        f"not {getattr(config, setting)!r}"
-                    )
+            existing = QueueConfig.from_meta(text_pairs(reply[2:]))
+            self._compare(name, existing, config, settings)
+        if policy is not None:
+            note_source(self, name, policy.dead_letter_queue)  # after, too: see smq._sources
         self._call(self._redis.zadd, REGISTRY, {name: 0})
         return Queue(self, name)
+
+    @staticmethod
+    def _compare(name: str, existing: QueueConfig, config: QueueConfig, settings: Mapping[str, Any]) -> None:
+        for setting in settings:
+            if setting == "extra_attributes":
+                for attribute, value in check_extra_attributes(settings[setting]).items():
+                    if existing.extra_attributes.get(attribute, "") != value:
+                        raise QueueNameExists(
+                            f"queue {name!r} exists with {attribute}="
+                            f"{existing.extra_attributes.get(attribute, '')!r}, not {value!r}"
+                        )
+            elif getattr(existing, setting) != getattr(config, setting):
+                raise QueueNameExists(
+                    f"queue {name!r} exists with {setting}={getattr(existing, setting)!r}, "
+                    f"not {getattr(config, setting)!r}"
+                )
 
     def get_queue(self, name: str) -> Queue:
         """The queue called ``name``; raises QueueDoesNotExist if there is none."""
@@ -190,6 +217,68 @@ class Client:
         if destination is not None:
             self.get_queue(destination)
         return redrive(self, name, destination or "", max_messages)
+
+    def dead_letter_sources(self, name: str, *, limit: int | None = None, after: str = "") -> list[str]:
+        """Names of the queues whose redrive policy names ``name`` as dead-letter queue.
+
+        Sorted, paged like :meth:`list_queues`: ``limit`` (1-1000) caps the
+        names returned; pass the last name of a page as ``after`` for the next.
+        Raises QueueDoesNotExist if there is no queue ``name``.
+        """
+        check_queue_name(name)
+        if not isinstance(after, str) or (after and not _NAME_PART.fullmatch(after)):
+            raise InvalidParameter(f"'after' must be a queue name, not {after!r}")
+        if limit is not None:
+            check_int("limit", limit, 1, 1000)
+        self.get_queue(name)
+        return list_sources(self, name, limit, after)
+
+    # -- message move tasks ---------------------------------------------------
+
+    def start_move_task(
+        self, source: str, *, destination: str | None = None, max_per_second: int | None = None
+    ) -> MoveTask:
+        """Start moving the messages of dead-letter queue ``source`` (SQS StartMessageMoveTask).
+
+        Each message goes back to the queue it was dead-lettered from, or all
+        to ``destination``; ``max_per_second`` (1-500) caps the rate, None
+        moves as fast as possible. Records a RUNNING task and returns it;
+        :meth:`run_move_tasks` (which ``smq serve`` calls) does the moving.
+        Raises QueueDoesNotExist (source or destination), InvalidParameter if
+        ``source`` is not a dead-letter queue, MoveTaskActive if it has a
+        running or cancelling task.
+        """
+        return _move_tasks.start(self, source, destination, max_per_second)
+
+    def list_move_tasks(self, source: str, *, limit: int = 10) -> list[MoveTask]:
+        """The ``limit`` (1-10) most recent move tasks of queue ``source``, newest first.
+
+        Tasks are kept until ten newer ones have started (or the queue is deleted).
+        """
+        return _move_tasks.list_tasks(self, source, limit)
+
+    def cancel_move_task(self, handle: str) -> MoveTask:
+        """Ask a running move task to stop (SQS CancelMessageMoveTask).
+
+        The task becomes CANCELLING and its runner makes it CANCELLED at its
+        next step; messages already moved stay moved. Returns the task with
+        its count of messages moved. Raises MoveTaskNotFound for a handle of
+        no task, or of a task that is no longer running.
+        """
+        return _move_tasks.cancel(self, handle)
+
+    def run_move_tasks(self, *, owner: str, lease: float = 10.0, deadline: float | None = None) -> int:
+        """Work on running move tasks; returns how many it worked on.
+
+        Safe to call from any number of processes at once: each task is held
+        by one ``owner`` (a name unique to the calling process, 1-100
+        characters) at a time, under a lease of ``lease`` seconds (1-3600)
+        renewed after each chunk of messages; a task whose holder stopped
+        renewing is taken over when its lease runs out. Returns by
+        ``deadline`` (a ``time.monotonic()`` value) at the latest, leaving
+        unfinished tasks running for the next call; None runs them to the end.
+        """
+        return _move_tasks.run(self, owner, lease, deadline)
 
     def close(self) -> None:
         """Stop the long-poll listener and close connections."""

@@ -6,8 +6,10 @@ the queue's ``meta`` hash).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -73,6 +75,118 @@ def check_int(
     return value
 
 
+EXTRA_ATTRIBUTE_NAMES = (
+    "Policy",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+    "SqsManagedSseEnabled",
+    "RedriveAllowPolicy",
+)
+"""SQS attributes smq stores and returns but does not act on (IAM, encryption,
+redrive permissions), so that Terraform and CloudFormation templates apply."""
+EXTRA_PREFIX = "x:"
+"""``meta`` hash fields of the stored SQS attributes: ``x:<name>``."""
+MAX_EXTRA_VALUE = 65536
+_REDRIVE_PERMISSIONS = ("allowAll", "denyAll", "byQueue")
+_MAX_REDRIVE_SOURCES = 10
+
+
+class ExtraAttributes(Mapping[str, str]):
+    """An immutable, hashable mapping of stored SQS attribute names to values."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, str] | None = None) -> None:
+        self._items: dict[str, str] = dict(sorted((items or {}).items()))
+
+    def __getitem__(self, name: str) -> str:
+        return self._items[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._items.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+    def __reduce__(self) -> tuple[type[ExtraAttributes], tuple[dict[str, str]]]:
+        return ExtraAttributes, (self._items,)
+
+
+def check_extra_attributes(values: object) -> dict[str, str]:
+    """The stored SQS attributes in ``values``, validated and normalised.
+
+    An empty value stands for "not set" (on a change: remove it), as in SQS.
+    Raises InvalidAttributeName for a name smq does not store and
+    InvalidAttributeValue for a value SQS would refuse.
+    """
+    if not isinstance(values, Mapping):
+        raise InvalidAttributeValue(
+            f"extra_attributes must be a mapping of attribute names to strings, not {type(values).__name__}"
+        )
+    checked: dict[str, str] = {}
+    for name, value in values.items():
+        if name not in EXTRA_ATTRIBUTE_NAMES:
+            raise InvalidAttributeName(
+                f"unknown queue attribute {name!r}; stored SQS attributes: {', '.join(EXTRA_ATTRIBUTE_NAMES)}"
+            )
+        if not isinstance(value, str):
+            raise InvalidAttributeValue(f"{name} must be a string, not {type(value).__name__}")
+        if len(value) > MAX_EXTRA_VALUE:
+            raise InvalidAttributeValue(f"{name} is {len(value)} characters long; at most {MAX_EXTRA_VALUE}")
+        checked[name] = _check_extra_value(name, value) if value else ""
+    return checked
+
+
+def _check_extra_value(name: str, value: str) -> str:
+    if name == "KmsDataKeyReusePeriodSeconds":
+        if not value.isascii() or not value.isdigit() or not 60 <= int(value) <= 86400:
+            raise InvalidAttributeValue(f"{name} must be an integer from 60 to 86400, not {value!r}")
+        return str(int(value))
+    if name == "SqsManagedSseEnabled":
+        if value.lower() not in ("true", "false"):
+            raise InvalidAttributeValue(f"{name} must be 'true' or 'false', not {value!r}")
+        return value.lower()
+    if name in ("Policy", "RedriveAllowPolicy"):
+        try:
+            document = json.loads(value)
+        except ValueError as error:
+            raise InvalidAttributeValue(f"{name} is not valid JSON: {error}") from None
+        if not isinstance(document, dict):
+            raise InvalidAttributeValue(f"{name} must be a JSON object")
+        if name == "RedriveAllowPolicy":
+            _check_redrive_allow_policy(document)
+    return value
+
+
+def _check_redrive_allow_policy(document: dict[str, Any]) -> None:
+    name = "RedriveAllowPolicy"
+    unknown = sorted(set(document) - {"redrivePermission", "sourceQueueArns"})
+    if unknown:
+        raise InvalidAttributeValue(f"{name}: unknown field(s) {', '.join(unknown)}")
+    permission = document.get("redrivePermission")
+    if permission not in _REDRIVE_PERMISSIONS:
+        raise InvalidAttributeValue(
+            f"{name}: redrivePermission must be one of {', '.join(_REDRIVE_PERMISSIONS)}, not {permission!r}"
+        )
+    arns = document.get("sourceQueueArns")
+    if permission != "byQueue":
+        if arns is not None:
+            raise InvalidAttributeValue(f"{name}: sourceQueueArns goes only with redrivePermission byQueue")
+        return
+    if not isinstance(arns, list) or not all(isinstance(arn, str) and arn for arn in arns):
+        raise InvalidAttributeValue(f"{name}: byQueue needs sourceQueueArns, a list of queue ARNs")
+    if not 1 <= len(arns) <= _MAX_REDRIVE_SOURCES:
+        raise InvalidAttributeValue(
+            f"{name}: sourceQueueArns lists 1 to {_MAX_REDRIVE_SOURCES} queues, not {len(arns)}"
+        )
+
+
 @dataclass(frozen=True)
 class QueueConfig:
     """Settings of a queue, with the SQS defaults and ranges (seconds, bytes).
@@ -86,6 +200,9 @@ class QueueConfig:
         redrive_policy: Dead-letter queue and maxReceiveCount, or None.
         inflight_limit: Messages in flight at most (SQS: about 120,000).
         event_stream_max_len: Length of the lifecycle event stream (0: none).
+        extra_attributes: SQS attributes smq stores but does not act on
+            (``Policy``, ``KmsMasterKeyId``, ``KmsDataKeyReusePeriodSeconds``,
+            ``SqsManagedSseEnabled``, ``RedriveAllowPolicy``), name -> value.
     """
 
     visibility_timeout: int = 30
@@ -96,12 +213,19 @@ class QueueConfig:
     redrive_policy: RedrivePolicy | None = None
     inflight_limit: int = 120_000
     event_stream_max_len: int = 0
+    extra_attributes: Mapping[str, str] = dataclasses.field(default_factory=ExtraAttributes)
 
     def __post_init__(self) -> None:
         for name, (_, low, high, _, _) in _INT_SETTINGS.items():
             check_int(name, getattr(self, name), low, high, InvalidAttributeValue)
         if self.redrive_policy is not None and not isinstance(self.redrive_policy, RedrivePolicy):
             raise InvalidAttributeValue("redrive_policy must be a RedrivePolicy or None")
+        if not isinstance(self.extra_attributes, ExtraAttributes):  # else checked when made
+            extra = check_extra_attributes(self.extra_attributes)
+            # Empty means "not set": a config holds only the attributes that are.
+            object.__setattr__(
+                self, "extra_attributes", ExtraAttributes({k: v for k, v in extra.items() if v})
+            )
 
     def to_meta(self, names: Any = None) -> dict[str, str]:
         """The ``meta`` hash fields of these settings (all, or those named)."""
@@ -114,6 +238,9 @@ class QueueConfig:
             policy = self.redrive_policy
             meta["dlq"] = policy.dead_letter_queue if policy else ""
             meta["max_receives"] = str(policy.max_receive_count) if policy else "0"
+        if "extra_attributes" in chosen:
+            for name, value in self.extra_attributes.items():
+                meta[EXTRA_PREFIX + name] = value
         return meta
 
     @classmethod
@@ -123,6 +250,14 @@ class QueueConfig:
             values[name] = int(meta[field]) // scale if field in meta else default
         if meta.get("dlq"):
             values["redrive_policy"] = RedrivePolicy(meta["dlq"], int(meta["max_receives"]))
+        # Checked when stored: read back as they are.
+        values["extra_attributes"] = ExtraAttributes(
+            {
+                name[len(EXTRA_PREFIX) :]: value
+                for name, value in meta.items()
+                if name.startswith(EXTRA_PREFIX) and name[len(EXTRA_PREFIX) :] in EXTRA_ATTRIBUTE_NAMES
+            }
+        )
         return cls(**values)
 
 

@@ -23,6 +23,9 @@
     │   ├── MessageNotInflight           visible again, or deleted
     │   └── StaleReceipt                 a newer receive holds the message
     ├── OverLimit                        in-flight limit reached (short poll)
+    ├── MoveTaskNotFound                 malformed or unknown move task handle,
+    │                                    or a task no longer running (cancel)
+    ├── MoveTaskActive                   the source queue has an active move task
     ├── UnsafeRedisConfig                maxmemory-policy may evict queue data
     └── BackendError                     Redis unreachable or failing
         └── OutcomeUnknown               connection lost mid-call: the script
@@ -118,6 +121,22 @@ class OverLimit(SmqError):
     """The queue's in-flight limit is reached; delete or release messages."""
 
 
+class MoveTaskNotFound(SmqError):
+    """No message move task has that handle (or it is no longer running, for a cancel)."""
+
+
+class MoveTaskActive(SmqError):
+    """The source queue has a running or cancelling message move task already.
+
+    Attributes:
+        handle: The handle of the active task.
+    """
+
+    def __init__(self, message: str, handle: str = "") -> None:
+        super().__init__(message)
+        self.handle = handle
+
+
 class UnsafeRedisConfig(SmqError):
     """Redis is configured so that it may evict queue data."""
 
@@ -146,6 +165,9 @@ class Status(enum.IntEnum):
     E_CEILING = -5
     E_OVER_LIMIT = -6
     E_BAD_ARGUMENT = -7
+    E_TAG_LIMIT = -8
+    E_TASK_ACTIVE = -9
+    E_TASK_MISSING = -10
     DELETED = 1
     ALREADY_GONE = 2
     STALE_IGNORED = 3
@@ -165,6 +187,12 @@ _ERRORS: dict[int, tuple[type[SmqError], str]] = {
     ),
     Status.E_OVER_LIMIT: (OverLimit, "queue {queue!r} has reached its in-flight limit"),
     Status.E_BAD_ARGUMENT: (InvalidParameter, "script refused its arguments: {detail}"),
+    Status.E_TAG_LIMIT: (
+        InvalidParameter,
+        "queue {queue!r} would have {detail} tags; a queue has at most 50",
+    ),
+    Status.E_TASK_ACTIVE: (MoveTaskActive, "queue {queue!r} has an active message move task"),
+    Status.E_TASK_MISSING: (MoveTaskNotFound, "no message move task {detail} on queue {queue!r}"),
 }
 
 

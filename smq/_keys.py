@@ -14,6 +14,10 @@ from dataclasses import dataclass
 PREFIX = "smq"
 REGISTRY = f"{PREFIX}:queues"
 """Sorted set of all queue names (score 0), for listing by prefix."""
+MOVE_TASKS = f"{PREFIX}:move_tasks"
+"""Sorted set of the handles of message move tasks that may be active, scored
+by when they started (client ms): where runners find work without scanning
+queues. A superset, written before and after a task starts, verified on read."""
 
 KINDS = (
     "meta",
@@ -28,6 +32,9 @@ KINDS = (
     "outbox_at",
     "arrivals",
     "origins",
+    "tags",
+    "sources",
+    "tasks",
 )
 
 
@@ -48,6 +55,9 @@ class QueueKeys:
     outbox_at: str
     arrivals: str
     origins: str
+    tags: str
+    sources: str
+    tasks: str
     wake_channel: str
 
     @classmethod

@@ -111,7 +111,18 @@ def recover(
 
 
 def redrive(client: Client, name: str, destination: str, max_messages: int | None) -> int:
-    recover(client, name, min_age_ms=0, park=False)
+    return redrive_counted(client, name, destination, max_messages)[1]
+
+
+def redrive_counted(
+    client: Client, name: str, destination: str, max_messages: int | None
+) -> tuple[int, int, int]:
+    """Redrive; returns (messages taken, messages of those stored in their
+    destination, messages of interrupted moves out of ``name`` finished first).
+
+    Messages taken but not stored stayed in ``name`` (no destination, or it is gone).
+    """
+    recovered = recover(client, name, min_age_ms=0, park=False)
     keys = QueueKeys.of(name)
     budget = client.get_queue(name).attributes().visible
     if max_messages is not None:
@@ -128,4 +139,4 @@ def redrive(client: Client, name: str, destination: str, max_messages: int | Non
         taken += live  # deleted ids popped on the way do not count
         if len(reply) > 3:
             moved += finish_moves(client, name, reply[3:], park=False)
-    return moved
+    return taken, moved, recovered

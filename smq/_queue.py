@@ -9,7 +9,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._config import MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, check_int, check_setting_names
+from ._config import (
+    EXTRA_PREFIX,
+    MAX_VISIBILITY_TIMEOUT,
+    QueueConfig,
+    QueueInfo,
+    check_extra_attributes,
+    check_int,
+    check_setting_names,
+)
 from ._errors import (
     BatchEntryIdsNotDistinct,
     BatchRequestTooLong,
@@ -43,6 +51,8 @@ from ._message import (
 from ._moves import finish_moves
 from ._moves import recover as recover_moves
 from ._scripts import text_pairs
+from ._sources import note_source
+from ._tags import check_tag_keys, check_tags
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -379,16 +389,60 @@ class Queue:
         )
 
     def set_attributes(self, **settings: Any) -> None:
-        """Change settings (QueueConfig fields); applies to later calls."""
+        """Change settings (QueueConfig fields); applies to later calls.
+
+        ``extra_attributes`` changes only the attributes it names; an empty
+        value removes one (as SQS does when Policy is set to "").
+        """
         check_setting_names(settings)
         if not settings:
             raise InvalidParameter("set_attributes needs at least one setting")
         config = QueueConfig(**settings)
         self._client._check_dead_letter_target(self.name, config)
+        meta = config.to_meta(set(settings) - {"extra_attributes"})
+        if "extra_attributes" in settings:
+            for name, value in check_extra_attributes(settings["extra_attributes"]).items():
+                meta[EXTRA_PREFIX + name] = value
+        if not meta:
+            raise InvalidParameter("set_attributes needs at least one setting")
         args: list[Any] = [self._client._now_arg()]
-        for field, value in config.to_meta(settings).items():
+        for field, value in meta.items():
             args += [field, value]
+        policy = config.redrive_policy
+        if policy is not None:
+            # The dead-letter queue's index of sources, before and after: a
+            # superset of the queues whose policy names it (see _sources).
+            note_source(self._client, self.name, policy.dead_letter_queue)
         self._client.run("set_attributes", self.keys, args, queue=self.name)
+        if policy is not None:
+            note_source(self._client, self.name, policy.dead_letter_queue)
+
+    # -- tags --------------------------------------------------------------------
+
+    def tag(self, tags: Mapping[str, str]) -> None:
+        """Add tags to the queue, or change their values (SQS TagQueue).
+
+        A queue has at most 50 tags: a change that would leave more raises
+        InvalidParameter and changes nothing. Keys are 1-128 characters,
+        case-sensitive, not starting with ``aws:``; values 0-256 characters.
+        """
+        checked = check_tags(tags)
+        if not checked:
+            raise InvalidParameter("tag needs at least one tag")
+        args: list[Any] = [self._client._now_arg()]
+        for key, value in checked.items():
+            args += [key, value]
+        self._client.run("tag_queue", self.keys, args, queue=self.name)
+
+    def untag(self, keys: Sequence[str]) -> None:
+        """Remove the tags with these keys (SQS UntagQueue); absent keys are ignored."""
+        checked = check_tag_keys(keys)
+        self._client.run("untag_queue", self.keys, [self._client._now_arg(), *checked], queue=self.name)
+
+    def tags(self) -> dict[str, str]:
+        """The queue's tags, key -> value (SQS ListQueueTags)."""
+        reply = self._client.run("list_tags", self.keys, [self._client._now_arg()], queue=self.name)
+        return text_pairs(reply[1:])
 
     def purge(self) -> int:
         """Delete every message of the queue; returns how many there were."""

@@ -12,6 +12,9 @@ local E_STALE_RECEIPT = -4
 local E_CEILING = -5
 local E_OVER_LIMIT = -6
 local E_BAD_ARGUMENT = -7
+local E_TAG_LIMIT = -8
+local E_TASK_ACTIVE = -9
+local E_TASK_MISSING = -10
 -- Positive per-entry outcomes of delete.
 local DELETED = 1
 local ALREADY_GONE = 2
@@ -68,4 +71,31 @@ local function emit(events, events_max, now, kind, id, count, extra)
     redis.call('XADD', events, 'MAXLEN', '~', events_max, '*',
       'e', kind, 'm', id, 'n', count or 0, 't', now, 'x', extra or '')
   end
+end
+
+-- A message move task, stored in the source queue's tasks hash under its
+-- token: "<status>|<moved>|<processed>|<to_move>|<started_ms>|<rate>|<owner>|
+-- <lease_until_ms>|<next_ms>|<destination>|<failure_reason>" (one line; the
+-- reason comes last and may hold '|'). rate 0: no limit; destination '': each
+-- message back to the queue it came from; owner '': no runner holds it.
+local function parse_task(record)
+  local status, moved, processed, to_move, started, rate, owner, lease, next_ms, destination, reason =
+    string.match(record, '^(%u+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(%d+)|(%d+)|([^|]*)|(.*)$')
+  if status == nil then
+    return nil
+  end
+  return {status = status, moved = tonumber(moved), processed = tonumber(processed),
+    to_move = tonumber(to_move), started = tonumber(started), rate = tonumber(rate), owner = owner,
+    lease = tonumber(lease), next_ms = tonumber(next_ms), destination = destination, reason = reason}
+end
+
+local function format_task(task)
+  return table.concat({task.status, string.format('%d', task.moved), string.format('%d', task.processed),
+    string.format('%d', task.to_move), string.format('%d', task.started), string.format('%d', task.rate),
+    task.owner, string.format('%d', task.lease), string.format('%d', task.next_ms), task.destination,
+    task.reason}, '|')
+end
+
+local function task_is_active(task)
+  return task ~= nil and (task.status == 'RUNNING' or task.status == 'CANCELLING')
 end

@@ -1,0 +1,67 @@
+"""Dead-letter sources (SQS ListDeadLetterSourceQueues): a reverse index.
+
+A source queue's redrive policy lives in its own ``meta`` hash; the queue it
+names as dead-letter queue lives in another slot. So each dead-letter queue
+keeps a sorted set ``sources`` (score 0, for paging by name) of the queues
+that may name it, written with a plain command before a policy naming it is
+set and again after. The index is a superset: a queue that changed or
+dropped its policy stays in it until a read checks that queue's policy and
+drops it. (Writing again after the policy is set undoes a drop by a reader
+that looked in between.)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._keys import QueueKeys
+from ._scripts import text
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+
+def note_source(client: Client, source: str, dead_letter_queue: str) -> None:
+    """Record that ``source`` may name ``dead_letter_queue`` in its redrive policy."""
+    client._call(client._redis.zadd, QueueKeys.of(dead_letter_queue).sources, {source: 0})
+
+
+def list_sources(client: Client, name: str, limit: int | None, after: str) -> list[str]:
+    """Names of the queues whose redrive policy names ``name``, sorted, after ``after``.
+
+    Reads candidates from the index a page at a time and checks each one's
+    current policy (one read per candidate); those that no longer name
+    ``name`` are dropped from the index, and the page is filled from the
+    candidates that follow.
+    """
+    index = QueueKeys.of(name).sources
+    found: list[str] = []
+    low = f"({after}" if after else "-"
+    while limit is None or len(found) < limit:
+        want = 1000 if limit is None else limit - len(found)
+        candidates = [
+            text(c) for c in client._call(client._redis.zrangebylex, index, low, "+", start=0, num=want)
+        ]
+        if not candidates:
+            break
+        pipe = client._redis.pipeline(transaction=False)
+        for candidate in candidates:
+            pipe.hget(QueueKeys.of(candidate).meta, "dlq")
+        targets = client._call(pipe.execute)
+        stale = []
+        for candidate, target in zip(candidates, targets, strict=True):
+            if target is not None and text(target) == name:
+                found.append(candidate)
+            else:
+                stale.append(candidate)
+        if stale:
+            client._call(client._redis.zrem, index, *stale)
+        low = f"({candidates[-1]}"
+        if len(candidates) < want:
+            break
+    return found
+
+
+def is_dead_letter_queue(client: Client, name: str) -> bool:
+    """Whether some queue's redrive policy names ``name`` now."""
+    return bool(list_sources(client, name, 1, ""))
