@@ -156,6 +156,21 @@ INPUTS: dict[str, dict[str, tuple[str, Shape]]] = {
 }
 
 _BATCH_ERROR = _Struct({})
+# Actions whose reply has no <ActionResult> element; every other reply has
+# one, even when empty (botocore's Query parser looks for it).
+NO_RESULT = frozenset(
+    {
+        "DeleteQueue",
+        "PurgeQueue",
+        "SetQueueAttributes",
+        "DeleteMessage",
+        "ChangeMessageVisibility",
+        "TagQueue",
+        "UntagQueue",
+        "AddPermission",
+        "RemovePermission",
+    }
+)
 OUTPUTS: dict[str, dict[str, Shape]] = {
     "ListQueues": {"QueueUrls": _List(element="QueueUrl")},
     "ListDeadLetterSourceQueues": {"queueUrls": _List(element="QueueUrl")},
@@ -265,6 +280,8 @@ def _convert(shape: Shape, value: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise SqsError("MalformedQueryString", f"parameter {where} needs members")
         return _struct(shape, value, where + ".")
+    if value == "":  # an empty list or map, written as ``<Name>=``
+        return [] if isinstance(shape, _List) else {}
     members = _numbered(value, where)
     if isinstance(shape, _List):
         return [_convert(shape.member, member, f"{where}.{n}") for n, member in members]
@@ -279,11 +296,15 @@ def _convert(shape: Shape, value: Any, where: str) -> Any:
 
 
 def _struct(shape: _Struct, tree: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    return {
-        json_name: _convert(member, tree[query_name], prefix + query_name)
-        for query_name, (json_name, member) in shape.fields.items()
-        if query_name in tree
-    }
+    params: dict[str, Any] = {}
+    for query_name, (json_name, member) in shape.fields.items():
+        if query_name in tree:
+            params[json_name] = _convert(member, tree[query_name], prefix + query_name)
+        elif isinstance(member, (_List, _Map)) and tree.get(json_name) == "":
+            # botocore writes an empty list as ``<member name>=``: it has no
+            # member to take the flattened name from.
+            params[json_name] = [] if isinstance(member, _List) else {}
+    return params
 
 
 def _numbered(value: Any, where: str) -> list[tuple[int, Any]]:
@@ -332,9 +353,9 @@ def _members(result: Mapping[str, Any], shapes: Mapping[str, Shape], out: list[s
 def query_body(action: str, result: Mapping[str, Any] | None, request_id: str) -> bytes:
     """The XML reply of a Query-protocol action."""
     out = [f'<?xml version="1.0"?><{action}Response xmlns="{XML_NAMESPACE}">']
-    if result:
+    if result or action not in NO_RESULT:
         out.append(f"<{action}Result>")
-        _members(result, OUTPUTS.get(action, {}), out)
+        _members(result or {}, OUTPUTS.get(action, {}), out)
         out.append(f"</{action}Result>")
     out.append(f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></{action}Response>")
     return "".join(out).encode()
