@@ -334,9 +334,12 @@ class _Runner:
                 wait = max(0, record.next_ms - now_ms) / 1000
                 if self.out_of_time(wait):
                     return 1  # still RUNNING, held until the lease runs out or we come back
-                if wait:
+                if wait > 0:
                     time.sleep(wait)
-                state = self.chunk(source, token, record, remaining)
+                    # Renew the lease, and see a cancel that came meanwhile.
+                    state = self.update(source, token)
+                else:
+                    state = self.chunk(source, token, record, remaining)
             if state is None:
                 _index_remove(self.client, handle)
                 return 1
