@@ -26,7 +26,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import smq
-from http_support import ACCOUNT, REGION
+from http_support import ACCOUNT, REGION, json_client, query_client
 
 # Core support another change is adding; these tests wait for it.
 HAS_EXTRA_ATTRIBUTES = "extra_attributes" in {f.name for f in dataclasses.fields(smq.QueueConfig)}
@@ -70,10 +70,16 @@ SYSTEM_ATTRIBUTES = {
 }
 
 
+@pytest.fixture(scope="module")
+def clients(sqs_server: Any) -> dict[str, Any]:
+    """The clients of the `sqs` and `sqs_query` fixtures, made once for the module."""
+    return {"json": json_client(sqs_server.url), "query": query_client(sqs_server.url)}
+
+
 @pytest.fixture(params=["json", "query"])
-def api(request: pytest.FixtureRequest) -> Any:
-    """boto3 on the server, over the JSON protocol or over the Query protocol."""
-    return request.getfixturevalue("sqs" if request.param == "json" else "sqs_query")
+def api(request: pytest.FixtureRequest, clients: dict[str, Any], core: smq.Client) -> Any:
+    """boto3 on the server (emptied for the test), over the JSON or the Query protocol."""
+    return clients[request.param]
 
 
 @pytest.fixture
