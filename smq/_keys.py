@@ -32,9 +32,9 @@ KINDS = (
     "outbox_at",
     "arrivals",
     "origins",
-    "tags",
-    "sources",
-    "tasks",
+    "tags",  # hash: tag key -> value (at most 50)
+    "sources",  # zset, score 0: queues that may name this one as dead-letter queue (a superset)
+    "tasks",  # hash: message move tasks of which this queue is the source (the last 10)
 )
 
 

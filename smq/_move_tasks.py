@@ -358,6 +358,11 @@ class _Runner:
             taken, moved, recovered = redrive_counted(self.client, source, record.destination, size)
         except QueueDoesNotExist:
             return None  # the source queue is gone, and its tasks with it
+        except BackendError:
+            raise  # Redis failing: try again later
+        except SmqError as error:
+            # Anything else would fail again at every try: end the task, saying why.
+            return self.update(source, token, outcome=FAILED, reason=f"{type(error).__name__}: {error}")
         outcome = reason = ""
         if taken == 0:
             outcome = COMPLETED

@@ -385,3 +385,38 @@ def test_runners_in_many_threads_move_each_message_once(client: smq.Client) -> N
     assert dlq.attributes().visible == 0
     assert sorted(_drain(client.queue("a"))) == sorted(f"a-{n}" for n in range(150))
     assert sorted(_drain(client.queue("b"))) == sorted(f"b-{n}" for n in range(150))
+
+
+def test_an_error_that_would_repeat_fails_the_task(
+    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dlq = _dead_letters(client, clock, {"a": 2})
+    client.start_move_task("dlq")
+
+    def refused(*args: Any) -> Any:
+        raise smq.InvalidParameter("script refused its arguments: for the test")
+
+    monkeypatch.setattr(_move_tasks, "redrive_counted", refused)
+    assert client.run_move_tasks(owner="w1") == 1
+    (task,) = client.list_move_tasks("dlq")
+    assert task.status == "FAILED"
+    assert task.failure_reason == "InvalidParameter: script refused its arguments: for the test"
+    assert dlq.attributes().visible == 2
+    assert raw(client).zcard(MOVE_TASKS) == 0
+
+
+def test_a_failing_redis_leaves_the_task_running(
+    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _dead_letters(client, clock, {"a": 2})
+    client.start_move_task("dlq")
+
+    def unreachable(*args: Any) -> Any:
+        raise smq.BackendError("connection refused")
+
+    monkeypatch.setattr(_move_tasks, "redrive_counted", unreachable)
+    assert client.run_move_tasks(owner="w1") == 0
+    monkeypatch.undo()
+    assert client.list_move_tasks("dlq")[0].status == "RUNNING"
+    assert client.run_move_tasks(owner="w1") == 1
+    assert client.list_move_tasks("dlq")[0].status == "COMPLETED"
