@@ -13,7 +13,6 @@ the algorithm the SQS Developer Guide describes.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import http.client
 import json
@@ -27,22 +26,6 @@ from botocore.exceptions import ClientError
 
 import smq
 from http_support import ACCOUNT, REGION, json_client, query_client
-
-# Core support another change is adding; these tests wait for it.
-HAS_EXTRA_ATTRIBUTES = "extra_attributes" in {f.name for f in dataclasses.fields(smq.QueueConfig)}
-HAS_TAGS = all(hasattr(smq.Queue, name) for name in ("tag", "untag", "tags"))
-HAS_DEAD_LETTER_SOURCES = hasattr(smq.Client, "dead_letter_sources")
-needs_extra_attributes = pytest.mark.xfail(
-    not HAS_EXTRA_ATTRIBUTES, reason="core support QueueConfig.extra_attributes not there yet", strict=False
-)
-needs_tags = pytest.mark.xfail(
-    not HAS_TAGS, reason="core support Queue.tag/untag/tags not there yet", strict=False
-)
-needs_dead_letter_sources = pytest.mark.xfail(
-    not HAS_DEAD_LETTER_SOURCES,
-    reason="core support Client.dead_letter_sources not there yet",
-    strict=False,
-)
 
 SETTABLE = {
     "VisibilityTimeout": "120",
@@ -193,7 +176,6 @@ def test_create_queue_returns_its_url_and_keeps_the_attributes_given(api: Any, s
     assert values["QueueArn"] == f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
 
 
-@needs_tags
 def test_create_queue_with_tags_tags_the_queue(api: Any) -> None:
     url = api.create_queue(QueueName="jobs", tags={"team": "search", "env": "test"})["QueueUrl"]
     assert api.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "search", "env": "test"}
@@ -296,6 +278,12 @@ def test_list_queues_gives_no_next_token_without_max_results_or_when_nothing_fol
     assert "NextToken" not in api.list_queues()
     exact = api.list_queues(MaxResults=3)
     assert len(exact["QueueUrls"]) == 3 and "NextToken" not in exact
+
+
+def test_list_queues_with_a_next_token_it_did_not_issue_is_invalid_parameter_value(api: Any) -> None:
+    with pytest.raises(ClientError) as caught:
+        api.list_queues(MaxResults=1, NextToken="@@ not a token @@")
+    assert failure(caught) == ("InvalidParameterValue", 400)
 
 
 @pytest.mark.parametrize("max_results", [0, 1001])
@@ -457,7 +445,6 @@ def test_set_queue_attributes_with_an_unknown_or_read_only_name_is_invalid_attri
     assert failure(caught) == ("InvalidAttributeName", 400)
 
 
-@needs_extra_attributes
 def test_policy_and_encryption_attributes_are_accepted_kept_and_returned(api: Any) -> None:
     policy = json.dumps({"Version": "2012-10-17", "Statement": []})
     url = api.create_queue(QueueName="jobs", Attributes={"Policy": policy})["QueueUrl"]
@@ -467,6 +454,31 @@ def test_policy_and_encryption_attributes_are_accepted_kept_and_returned(api: An
     assert attributes_of(api, url, *expected) == expected  # each set kept the others
     everything = attributes_of(api, url)
     assert {name: everything[name] for name in expected} == expected
+    # Creating again compares only what is given.
+    assert api.create_queue(QueueName="jobs", Attributes={"Policy": policy})["QueueUrl"] == url
+    with pytest.raises(api.exceptions.QueueNameExists):
+        api.create_queue(QueueName="jobs", Attributes={"KmsMasterKeyId": "alias/other"})
+    api.set_queue_attributes(QueueUrl=url, Attributes={"Policy": ""})  # an empty value unsets it
+    assert "Policy" not in attributes_of(api, url)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("Policy", "not json"),
+        ("SqsManagedSseEnabled", "maybe"),
+        ("KmsDataKeyReusePeriodSeconds", "59"),
+        ("KmsDataKeyReusePeriodSeconds", "86401"),
+        ("RedriveAllowPolicy", json.dumps({"redrivePermission": "sometimes"})),
+    ],
+)
+def test_stored_attributes_outside_what_sqs_accepts_are_invalid_attribute_value(
+    api: Any, url: str, name: str, value: str
+) -> None:
+    with pytest.raises(modelled(api, "InvalidAttributeValue")) as caught:
+        api.set_queue_attributes(QueueUrl=url, Attributes={name: value})
+    assert failure(caught) == ("InvalidAttributeValue", 400)
+    assert name not in attributes_of(api, url)
 
 
 # -- SendMessage -------------------------------------------------------------------
@@ -545,6 +557,12 @@ def test_an_empty_body_is_refused(api: Any, url: str) -> None:
     assert status == 400 and code in ("InvalidMessageContents", "MissingParameter", "InvalidParameterValue")
 
 
+def test_send_message_with_delay_seconds_past_900_is_invalid_parameter_value(api: Any, url: str) -> None:
+    with pytest.raises(ClientError) as caught:
+        api.send_message(QueueUrl=url, MessageBody="x", DelaySeconds=901)
+    assert failure(caught) == ("InvalidParameterValue", 400)
+
+
 def test_message_deduplication_id_on_a_standard_queue_is_refused(api: Any, url: str) -> None:
     with pytest.raises(ClientError) as caught:
         api.send_message(QueueUrl=url, MessageBody="x", MessageDeduplicationId="once")
@@ -589,13 +607,16 @@ def test_a_queue_url_of_another_account_is_queue_does_not_exist(api: Any, url: s
 # -- SendMessageBatch --------------------------------------------------------------
 
 
-def test_send_message_batch_fails_a_bad_entry_alone_and_sends_the_others(api: Any, url: str) -> None:
+def test_send_message_batch_fails_bad_entries_alone_and_sends_the_others(api: Any) -> None:
+    url = api.create_queue(QueueName="jobs", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
     reply = api.send_message_batch(
         QueueUrl=url,
         Entries=[
             {"Id": "first", "MessageBody": "one", "MessageAttributes": EXAMPLE_ATTRIBUTES},
             {"Id": "bad", "MessageBody": "nul \x00"},
             {"Id": "dedup", "MessageBody": "x", "MessageDeduplicationId": "d"},
+            {"Id": "late", "MessageBody": "x", "DelaySeconds": 901},
+            {"Id": "long", "MessageBody": "x" * 1025},
             {"Id": "last", "MessageBody": "two", "DelaySeconds": 0},
         ],
     )
@@ -606,11 +627,12 @@ def test_send_message_batch_fails_a_bad_entry_alone_and_sends_the_others(api: An
     assert successful["first"]["MD5OfMessageAttributes"] == EXAMPLE_DIGEST
     assert successful["last"]["MD5OfMessageBody"] == hashlib.md5(b"two").hexdigest()
     failed = {entry["Id"]: entry for entry in reply["Failed"]}
-    assert sorted(failed) == ["bad", "dedup"]
-    assert failed["bad"]["SenderFault"] is True
-    assert failed["bad"]["Code"] == "InvalidMessageContents"
-    assert failed["dedup"]["SenderFault"] is True
-    assert failed["dedup"]["Code"] == "InvalidParameterValue"
+    assert {entry_id: (entry["Code"], entry["SenderFault"]) for entry_id, entry in failed.items()} == {
+        "bad": ("InvalidMessageContents", True),
+        "dedup": ("InvalidParameterValue", True),
+        "late": ("InvalidParameterValue", True),
+        "long": ("InvalidParameterValue", True),
+    }
     bodies = sorted(m["Body"] for m in received(api, url, MaxNumberOfMessages=10))
     assert bodies == ["one", "two"]
 
@@ -794,21 +816,26 @@ def test_delete_message_with_a_stale_receipt_succeeds_and_deletes_nothing(api: A
     assert counts(api, url) == (0, 0, 0)
 
 
-def test_delete_message_batch_fails_a_garbage_receipt_alone(api: Any, url: str) -> None:
-    api.send_message_batch(QueueUrl=url, Entries=_entries(2))
-    first, second = received(api, url, MaxNumberOfMessages=2)
+def test_delete_message_batch_fails_a_garbage_receipt_alone_and_takes_a_stale_one_as_done(
+    api: Any, url: str
+) -> None:
+    api.send_message_batch(QueueUrl=url, Entries=_entries(3))
+    first, second, third = received(api, url, MaxNumberOfMessages=3)
+    api.change_message_visibility(QueueUrl=url, ReceiptHandle=third["ReceiptHandle"], VisibilityTimeout=0)
+    receive_one(api, url)  # the third again: its first receipt is stale
     reply = api.delete_message_batch(
         QueueUrl=url,
         Entries=[
             {"Id": "a", "ReceiptHandle": first["ReceiptHandle"]},
             {"Id": "b", "ReceiptHandle": "garbage"},
             {"Id": "c", "ReceiptHandle": second["ReceiptHandle"]},
+            {"Id": "stale", "ReceiptHandle": third["ReceiptHandle"]},
         ],
     )
-    assert sorted(entry["Id"] for entry in reply["Successful"]) == ["a", "c"]
+    assert sorted(entry["Id"] for entry in reply["Successful"]) == ["a", "c", "stale"]
     (bad,) = reply["Failed"]
     assert (bad["Id"], bad["Code"], bad["SenderFault"]) == ("b", "ReceiptHandleIsInvalid", True)
-    assert counts(api, url) == (0, 0, 0)
+    assert counts(api, url) == (0, 1, 0)  # the stale receipt deleted nothing
 
 
 # -- ChangeMessageVisibility, ChangeMessageVisibilityBatch --------------------------
@@ -847,7 +874,11 @@ def test_change_message_visibility_past_43200_is_invalid_parameter_value(api: An
 
 def test_change_message_visibility_batch_fails_bad_entries_alone(api: Any, url: str) -> None:
     api.send_message_batch(QueueUrl=url, Entries=_entries(3))
-    first, second, third = received(api, url, MaxNumberOfMessages=3)
+    api.send_message(QueueUrl=url, MessageBody="fourth")
+    first, second, third, fourth = received(api, url, MaxNumberOfMessages=4)
+    api.change_message_visibility(QueueUrl=url, ReceiptHandle=fourth["ReceiptHandle"], VisibilityTimeout=0)
+    again = receive_one(api, url)
+    assert again["MessageId"] == fourth["MessageId"]  # received anew: the first receipt is stale
     api.change_message_visibility(QueueUrl=url, ReceiptHandle=third["ReceiptHandle"], VisibilityTimeout=0)
     reply = api.change_message_visibility_batch(
         QueueUrl=url,
@@ -856,6 +887,7 @@ def test_change_message_visibility_batch_fails_bad_entries_alone(api: Any, url: 
             {"Id": "garbage", "ReceiptHandle": "garbage", "VisibilityTimeout": 0},
             {"Id": "too-long", "ReceiptHandle": second["ReceiptHandle"], "VisibilityTimeout": 43201},
             {"Id": "not-in-flight", "ReceiptHandle": third["ReceiptHandle"], "VisibilityTimeout": 10},
+            {"Id": "stale", "ReceiptHandle": fourth["ReceiptHandle"], "VisibilityTimeout": 0},
         ],
     )
     assert [entry["Id"] for entry in reply["Successful"]] == ["release"]
@@ -864,6 +896,7 @@ def test_change_message_visibility_batch_fails_bad_entries_alone(api: Any, url: 
         "garbage": ("ReceiptHandleIsInvalid", True),
         "too-long": ("InvalidParameterValue", True),
         "not-in-flight": ("MessageNotInflight", True),
+        "stale": ("InvalidParameterValue", True),
     }
     visible = {m["MessageId"] for m in received(api, url, MaxNumberOfMessages=10)}
     assert visible == {first["MessageId"], third["MessageId"]}
@@ -872,7 +905,6 @@ def test_change_message_visibility_batch_fails_bad_entries_alone(api: Any, url: 
 # -- dead-letter sources, tags, permissions ----------------------------------------
 
 
-@needs_dead_letter_sources
 def test_list_dead_letter_source_queues_names_the_queues_that_redrive_to_it(api: Any) -> None:
     dead = api.create_queue(QueueName="jobs-dlq")["QueueUrl"]
     policy = json.dumps(
@@ -892,7 +924,20 @@ def test_list_dead_letter_source_queues_names_the_queues_that_redrive_to_it(api:
     assert sorted(first["queueUrls"] + rest["queueUrls"]) == sources
 
 
-@needs_dead_letter_sources
+def test_a_queue_leaves_the_dead_letter_sources_when_its_policy_is_cleared_or_it_is_deleted(
+    api: Any,
+) -> None:
+    dead = api.create_queue(QueueName="jobs-dlq")["QueueUrl"]
+    target = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs-dlq"
+    policy = json.dumps({"deadLetterTargetArn": target, "maxReceiveCount": 3})
+    cleared = api.create_queue(QueueName="cleared", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    deleted = api.create_queue(QueueName="deleted", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    kept = api.create_queue(QueueName="kept", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    api.set_queue_attributes(QueueUrl=cleared, Attributes={"RedrivePolicy": ""})
+    api.delete_queue(QueueUrl=deleted)
+    assert api.list_dead_letter_source_queues(QueueUrl=dead).get("queueUrls", []) == [kept]
+
+
 def test_list_dead_letter_source_queues_of_a_missing_queue_is_queue_does_not_exist(
     api: Any, sqs_server: Any
 ) -> None:
@@ -900,7 +945,6 @@ def test_list_dead_letter_source_queues_of_a_missing_queue_is_queue_does_not_exi
         api.list_dead_letter_source_queues(QueueUrl=f"{sqs_server.url}/{ACCOUNT}/nowhere")
 
 
-@needs_tags
 def test_tag_queue_untag_queue_and_list_queue_tags(api: Any, url: str) -> None:
     assert api.list_queue_tags(QueueUrl=url).get("Tags", {}) == {}
     api.tag_queue(QueueUrl=url, Tags={"team": "search", "env": "test"})
@@ -910,7 +954,6 @@ def test_tag_queue_untag_queue_and_list_queue_tags(api: Any, url: str) -> None:
     assert api.list_queue_tags(QueueUrl=url)["Tags"] == {"env": "prod"}
 
 
-@needs_tags
 def test_tags_of_a_missing_queue_are_queue_does_not_exist(api: Any, sqs_server: Any) -> None:
     missing = f"{sqs_server.url}/{ACCOUNT}/nowhere"
     with pytest.raises(api.exceptions.QueueDoesNotExist):
@@ -1010,6 +1053,20 @@ def test_parameters_of_the_wrong_json_type_are_invalid_parameter_value(sqs_serve
         status, _, reply = raw_json(sqs_server.url, action, json.dumps(params).encode())
         assert status == 400, params
         assert reply["__type"] == "com.amazonaws.sqs#InvalidParameterValue", params
+
+
+def test_a_query_request_may_come_as_a_get_with_its_parameters_in_the_url(sqs_server: Any, core: Any) -> None:
+    core.create_queue("jobs")
+    parts = urlsplit(sqs_server.url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("GET", "/?" + urlencode({"Action": "GetQueueUrl", "QueueName": "jobs"}))
+        response = connection.getresponse()
+        status, text = response.status, response.read().decode()
+    finally:
+        connection.close()
+    assert status == 200, text
+    assert f"<QueueUrl>{sqs_server.url}/{ACCOUNT}/jobs</QueueUrl>" in text
 
 
 def test_a_query_request_may_name_its_queue_by_path(sqs_server: Any, core: Any) -> None:
