@@ -1078,3 +1078,38 @@ def test_a_query_request_may_name_its_queue_by_path(sqs_server: Any, core: Any) 
     assert "<MessageId>" in text
     (message,) = core.queue("jobs").receive()
     assert message.body == "by path"
+
+
+# -- documented differences from SQS (README, "Not done yet") -----------------------
+
+
+def test_purge_queue_may_be_repeated_at_once_without_purge_queue_in_progress(api: Any, url: str) -> None:
+    api.send_message(QueueUrl=url, MessageBody="x")
+    api.purge_queue(QueueUrl=url)
+    api.send_message(QueueUrl=url, MessageBody="y")
+    api.purge_queue(QueueUrl=url)  # SQS: PurgeQueueInProgress within 60 s
+    assert counts(api, url) == (0, 0, 0)
+
+
+def test_a_deleted_queue_name_may_be_reused_at_once_without_queue_deleted_recently(
+    api: Any, url: str
+) -> None:
+    api.delete_queue(QueueUrl=url)
+    assert api.create_queue(QueueName="jobs")["QueueUrl"] == url  # SQS: wait 60 s
+
+
+def test_message_system_attributes_are_accepted_and_not_stored(api: Any, url: str) -> None:
+    trace = {
+        "AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-5759e988-bd862e3fe1be46a994272793"}
+    }
+    api.send_message(QueueUrl=url, MessageBody="traced", MessageSystemAttributes=trace)
+    message = receive_one(api, url, AttributeNames=["All", "AWSTraceHeader"])
+    assert message["Body"] == "traced"
+    assert "AWSTraceHeader" not in message["Attributes"]
+
+
+def test_list_valued_message_attributes_are_refused_as_invalid_parameter_value(api: Any, url: str) -> None:
+    attributes = {"tags": {"DataType": "String", "StringListValues": ["a", "b"]}}
+    with pytest.raises(ClientError) as caught:
+        api.send_message(QueueUrl=url, MessageBody="x", MessageAttributes=attributes)
+    assert failure(caught) == ("InvalidParameterValue", 400)
