@@ -7,6 +7,7 @@ from typing import Any
 
 from . import _message_actions as m
 from . import _queue_actions as q
+from . import _task_actions as t
 from ._context import Context
 
 Handler = Callable[[Context, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -32,4 +33,7 @@ ACTIONS: dict[str, Handler] = {
     "DeleteMessageBatch": m.delete_message_batch,
     "ChangeMessageVisibility": m.change_message_visibility,
     "ChangeMessageVisibilityBatch": m.change_message_visibility_batch,
+    "StartMessageMoveTask": t.start_message_move_task,
+    "ListMessageMoveTasks": t.list_message_move_tasks,
+    "CancelMessageMoveTask": t.cancel_message_move_task,
 }

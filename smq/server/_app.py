@@ -73,9 +73,7 @@ class Service:
 
     async def _run_move_tasks(self) -> None:
         """Work on message move tasks of any process; each runs under a lease in Redis."""
-        runner = getattr(self.client, "run_move_tasks", None)
-        if runner is None:
-            return
+        runner = self.client.run_move_tasks
         while not self.closing:
             try:
                 await asyncio.wait_for(self._move_kick.wait(), self.config.move_task_interval)

@@ -96,6 +96,8 @@ _FROM_CORE: dict[type[core.SmqError], str] = {
     # SQS answers a change by a receipt that no longer holds the message so.
     core.StaleReceipt: "InvalidParameterValue",
     core.OverLimit: "OverLimit",
+    core.MoveTaskNotFound: "ResourceNotFoundException",
+    core.MoveTaskActive: "UnsupportedOperation",
     core.UnsafeRedisConfig: "ServiceUnavailable",
     core.OutcomeUnknown: "InternalFailure",
     core.BackendError: "ServiceUnavailable",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import functools
 import binascii
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -269,7 +269,7 @@ async def list_dead_letter_source_queues(ctx: Context, params: Result) -> Result
     name = ctx.queue_name(params)
     limit = p.integer(params, "MaxResults", 1, 1000)
     after = _page_token(p.string(params, "NextToken"))
-    lister = functools.partial(ctx.client.dead_letter_sources, name)  # type: ignore[attr-defined]
+    lister = functools.partial(ctx.client.dead_letter_sources, name)
     try:
         return await _paged(ctx, lister, limit, after, "queueUrls")
     except SmqError as error:
@@ -285,7 +285,7 @@ async def tag_queue(ctx: Context, params: Result) -> Result:
         raise SqsError("MissingParameter", "The request must contain the parameter Tags.")
     tags = p.string_map(params, "Tags")
     try:
-        await ctx.call(queue.tag, tags)  # type: ignore[attr-defined]
+        await ctx.call(queue.tag, tags)
     except SmqError as error:
         raise from_core(error) from None
     return {}
@@ -297,7 +297,7 @@ async def untag_queue(ctx: Context, params: Result) -> Result:
         raise SqsError("MissingParameter", "The request must contain the parameter TagKeys.")
     keys = p.string_list(params, "TagKeys")
     try:
-        await ctx.call(queue.untag, keys)  # type: ignore[attr-defined]
+        await ctx.call(queue.untag, keys)
     except SmqError as error:
         raise from_core(error) from None
     return {}
@@ -306,7 +306,7 @@ async def untag_queue(ctx: Context, params: Result) -> Result:
 async def list_queue_tags(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     try:
-        tags = await ctx.call(queue.tags)  # type: ignore[attr-defined]
+        tags = await ctx.call(queue.tags)
     except SmqError as error:
         raise from_core(error) from None
     return {"Tags": tags} if tags else {}
