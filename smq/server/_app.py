@@ -116,7 +116,7 @@ class Service:
                 params = _wire.json_params(body)
             else:
                 if not action:
-                    raise SqsError("MissingParameter", "The request must contain the parameter Action.")
+                    raise SqsError("MissingAction", "The request must contain the parameter Action.")
                 if action not in ACTIONS:
                     raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
                 params = _wire.query_params(action, form)

@@ -37,6 +37,7 @@ ERRORS: dict[str, tuple[str, int]] = {
     "InvalidParameterValue": ("InvalidParameterValue", 400),
     "MissingParameter": ("MissingParameter", 400),
     "InvalidAction": ("InvalidAction", 400),
+    "MissingAction": ("MissingAction", 400),
     "UnknownOperationException": ("InvalidAction", 400),
     "MalformedQueryString": ("MalformedQueryString", 404),
     "SerializationException": ("SerializationException", 400),

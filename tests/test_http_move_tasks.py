@@ -1,0 +1,118 @@
+"""Message move tasks over HTTP, on both protocols: StartMessageMoveTask,
+ListMessageMoveTasks, CancelMessageMoveTask, run by the server process."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+import smq
+from http_support import ACCOUNT, REGION, json_client, query_client
+
+
+@pytest.fixture(scope="module")
+def clients(sqs_server: Any) -> dict[str, Any]:
+    return {"json": json_client(sqs_server.url), "query": query_client(sqs_server.url)}
+
+
+@pytest.fixture(params=["json", "query"])
+def api(request: pytest.FixtureRequest, clients: dict[str, Any], core: smq.Client) -> Any:
+    return clients[request.param]
+
+
+def arn(name: str) -> str:
+    return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+
+
+def dead_letters(core: smq.Client, count: int) -> None:
+    """Queue 'jobs' with `count` messages dead-lettered into 'jobs-dlq'."""
+    core.create_queue("jobs-dlq")
+    jobs = core.create_queue("jobs", redrive_policy=smq.RedrivePolicy("jobs-dlq", 1))
+    for n in range(count):
+        jobs.send(f"job {n}")
+    while len(jobs.receive(10, visibility_timeout=0)) > 0:
+        pass  # the second receive of each message moves it to the dead-letter queue
+    assert core.get_queue("jobs-dlq").attributes().visible == count
+
+
+def wait_for_status(api: Any, source: str, wanted: set[str], seconds: float = 20) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    while True:
+        (task,) = api.list_message_move_tasks(SourceArn=arn(source))["Results"]
+        if task["Status"] in wanted or time.monotonic() > deadline:
+            return dict(task)
+        time.sleep(0.1)
+
+
+def code(caught: pytest.ExceptionInfo[ClientError]) -> tuple[str, int]:
+    response = caught.value.response
+    return response["Error"]["Code"], response["ResponseMetadata"]["HTTPStatusCode"]
+
+
+def test_a_move_task_redrives_dead_letters_to_their_queue(api: Any, core: smq.Client) -> None:
+    dead_letters(core, 25)
+    handle = api.start_message_move_task(SourceArn=arn("jobs-dlq"))["TaskHandle"]
+    assert handle
+    task = wait_for_status(api, "jobs-dlq", {"COMPLETED", "FAILED"})
+    assert task["Status"] == "COMPLETED"
+    assert task["ApproximateNumberOfMessagesMoved"] == 25
+    assert task["ApproximateNumberOfMessagesToMove"] == 25
+    assert task["SourceArn"] == arn("jobs-dlq")
+    assert "TaskHandle" not in task  # SQS shows it for running tasks only
+    assert abs(task["StartedTimestamp"] / 1000 - time.time()) < 60
+    assert core.get_queue("jobs").attributes().visible == 25
+    assert core.get_queue("jobs-dlq").attributes().visible == 0
+
+
+def test_a_move_task_to_a_named_destination_at_a_set_rate(api: Any, core: smq.Client) -> None:
+    dead_letters(core, 3)
+    core.create_queue("elsewhere")
+    api.start_message_move_task(
+        SourceArn=arn("jobs-dlq"), DestinationArn=arn("elsewhere"), MaxNumberOfMessagesPerSecond=100
+    )
+    task = wait_for_status(api, "jobs-dlq", {"COMPLETED", "FAILED"})
+    assert (task["Status"], task["DestinationArn"], task["MaxNumberOfMessagesPerSecond"]) == (
+        "COMPLETED",
+        arn("elsewhere"),
+        100,
+    )
+    assert core.get_queue("elsewhere").attributes().visible == 3
+
+
+def test_a_cancelled_move_task_stops_and_one_task_runs_at_a_time(api: Any, core: smq.Client) -> None:
+    dead_letters(core, 20)
+    handle = api.start_message_move_task(SourceArn=arn("jobs-dlq"), MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    with pytest.raises(ClientError) as caught:
+        api.start_message_move_task(SourceArn=arn("jobs-dlq"))
+    assert code(caught) == ("AWS.SimpleQueueService.UnsupportedOperation", 400)
+    moved = api.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
+    assert moved < 20
+    task = wait_for_status(api, "jobs-dlq", {"CANCELLED"})
+    assert task["Status"] == "CANCELLED"
+    left = core.get_queue("jobs-dlq").attributes().visible
+    assert left == 20 - task["ApproximateNumberOfMessagesMoved"] and left > 0
+
+
+def test_move_task_errors(api: Any, core: smq.Client) -> None:
+    core.create_queue("plain")
+    with pytest.raises(ClientError) as caught:
+        api.start_message_move_task(SourceArn=arn("missing"))
+    assert code(caught) == ("ResourceNotFoundException", 404)
+    with pytest.raises(ClientError) as caught:
+        api.start_message_move_task(SourceArn=arn("plain"))  # not a dead-letter queue
+    assert code(caught)[0] == "InvalidParameterValue"
+    with pytest.raises(ClientError) as caught:
+        api.start_message_move_task(SourceArn="arn:aws:sqs:eu-west-1:123456789012:plain")
+    assert code(caught)[0] == "InvalidParameterValue"
+    with pytest.raises(ClientError) as caught:
+        api.cancel_message_move_task(TaskHandle="not-a-task")
+    assert code(caught) == ("ResourceNotFoundException", 404)
+    with pytest.raises(ClientError) as caught:
+        api.list_message_move_tasks(SourceArn=arn("missing"))
+    assert code(caught) == ("ResourceNotFoundException", 404)
+    with pytest.raises(ClientError) as caught:
+        api.list_message_move_tasks(SourceArn=arn("plain"), MaxResults=11)
+    assert code(caught)[0] == "InvalidParameterValue"
