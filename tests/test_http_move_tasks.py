@@ -84,7 +84,9 @@ def test_a_move_task_to_a_named_destination_at_a_set_rate(api: Any, core: smq.Cl
 
 def test_a_cancelled_move_task_stops_and_one_task_runs_at_a_time(api: Any, core: smq.Client) -> None:
     dead_letters(core, 20)
-    handle = api.start_message_move_task(SourceArn=arn("jobs-dlq"), MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    handle = api.start_message_move_task(SourceArn=arn("jobs-dlq"), MaxNumberOfMessagesPerSecond=1)[
+        "TaskHandle"
+    ]
     with pytest.raises(ClientError) as caught:
         api.start_message_move_task(SourceArn=arn("jobs-dlq"))
     assert code(caught) == ("AWS.SimpleQueueService.UnsupportedOperation", 400)
