@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -304,3 +305,50 @@ def test_serves_queues_on_a_redis_cluster(redis_cluster: Any) -> None:
         assert 0.4 < time.monotonic() - started < 5
     finally:
         server.stop()
+
+
+# -- the command --------------------------------------------------------------------
+
+
+def test_serve_without_a_redis_url_runs_on_an_embedded_redis(tmp_path: Path) -> None:
+    command = [str(BIN / "smq"), "serve", "--port", "0", "--data-dir", str(tmp_path / "data")]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "listening on http://127.0.0.1:" in line
+        url = line.split("listening on", 1)[1].strip()
+        sqs = json_client(url)
+        queue = sqs.create_queue(QueueName="embedded")["QueueUrl"]
+        sqs.send_message(QueueUrl=queue, MessageBody="kept")
+        assert (tmp_path / "data" / "redis").is_dir()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    assert not list((tmp_path / "data" / "redis").glob("*.sock"))  # the embedded Redis stopped too
+
+
+def test_serve_reads_the_redis_url_from_the_environment(http_redis: EmbeddedRedis, core: smq.Client) -> None:
+    command = [str(BIN / "smq"), "serve", "--port", "0", "--no-auth"]
+    env = {**os.environ, "SMQ_REDIS_URL": http_redis.url}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().split("listening on", 1)[1].strip()
+        json_client(url).create_queue(QueueName="from-env")
+        assert core.queue_exists("from-env")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+
+
+def test_serve_on_a_port_in_use_fails_with_one_line(sqs_server: Server, http_redis: EmbeddedRedis) -> None:
+    port = str(urlsplit(sqs_server.url).port)
+    done = subprocess.run(
+        [str(BIN / "smq"), "serve", "--redis-url", http_redis.url, "--port", port],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1
+    assert "cannot listen on" in done.stderr and "Traceback" not in done.stderr
