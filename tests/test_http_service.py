@@ -352,3 +352,26 @@ def test_serve_on_a_port_in_use_fails_with_one_line(sqs_server: Server, http_red
     )
     assert done.returncode == 1
     assert "cannot listen on" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_long_poll_whose_client_hangs_up_stops_waiting_and_takes_no_message(
+    sqs_server: Server, sqs: Any, core: smq.Client
+) -> None:
+    url = sqs.create_queue(QueueName="hang-up")["QueueUrl"]
+    parts = urlsplit(sqs_server.url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    body = json.dumps({"QueueUrl": url, "WaitTimeSeconds": 20}).encode()
+    headers = {"X-Amz-Target": "AmazonSQS.ReceiveMessage", "Content-Type": "application/x-amz-json-1.0"}
+    connection.request("POST", "/", body=body, headers=headers)
+    deadline = time.monotonic() + 10
+    while json.loads(_raw(sqs_server.url, "/ready")[1])["in_flight"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    connection.close()  # hang up while the poll waits
+    deadline = time.monotonic() + 10
+    while json.loads(_raw(sqs_server.url, "/ready")[1])["in_flight"] > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert json.loads(_raw(sqs_server.url, "/ready")[1])["in_flight"] == 0
+    sqs.send_message(QueueUrl=url, MessageBody="for a live client")
+    (message,) = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert message["Body"] == "for a live client"
+    assert '"status": 499' in sqs_server.logs()

@@ -136,6 +136,9 @@ class Service:
             error = caught
         except SmqError as caught:
             error = from_core(caught)
+        except asyncio.CancelledError:
+            self._log(request, request_id, protocol, action, 499, "ClientClosedRequest", started)
+            raise
         except web.HTTPRequestEntityTooLarge:
             error = SqsError(
                 "InvalidParameterValue", f"The request is larger than {_MAX_REQUEST_BYTES} bytes."
@@ -149,22 +152,37 @@ class Service:
             self.in_flight -= 1
         if error is not None:
             response = _error_reply(protocol, error, request_id)
-        if self.config.access_log:
-            access_log.info(
-                json.dumps(
-                    {
-                        "time": round(time.time(), 3),
-                        "request_id": request_id,
-                        "remote": request.remote,
-                        "protocol": protocol,
-                        "action": action,
-                        "status": response.status,
-                        "error": error.code if error else None,
-                        "ms": round((time.perf_counter() - started) * 1000, 2),
-                    }
-                )
-            )
+        self._log(
+            request, request_id, protocol, action, response.status, error.code if error else None, started
+        )
         return response
+
+    def _log(
+        self,
+        request: web.Request,
+        request_id: str,
+        protocol: str,
+        action: str,
+        status: int,
+        error: str | None,
+        started: float,
+    ) -> None:
+        if not self.config.access_log:
+            return
+        access_log.info(
+            json.dumps(
+                {
+                    "time": round(time.time(), 3),
+                    "request_id": request_id,
+                    "remote": request.remote,
+                    "protocol": protocol,
+                    "action": action,
+                    "status": status,
+                    "error": error,
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                }
+            )
+        )
 
     def _authenticate(self, request: web.Request, body: bytes) -> str:
         if not self.config.access_keys:
@@ -267,7 +285,14 @@ async def run(
     """
     service = Service(client, config)
     await service.start()
-    runner = web.AppRunner(make_app(service), access_log=None, shutdown_timeout=config.shutdown_timeout)
+    # handler_cancellation: a client that hangs up ends its request, so a long
+    # poll whose client is gone stops waiting and takes no message it cannot deliver.
+    runner = web.AppRunner(
+        make_app(service),
+        access_log=None,
+        shutdown_timeout=config.shutdown_timeout,
+        handler_cancellation=True,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, shutdown_timeout=config.shutdown_timeout, reuse_address=True)
     await site.start()
