@@ -1,4 +1,4 @@
-"""The client side of ``bench/http.py``: processes that drive an SQS server over HTTP.
+"""The client side of ``bench/serve.py``: processes that drive an SQS server over HTTP.
 
 - a raw HTTP/1.1 client on asyncio (keep-alive connections, request bytes built ahead, no
   signing): the load generator, light enough that the server, not the client, is measured;

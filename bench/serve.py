@@ -22,41 +22,34 @@ on it, and ``moto_server`` (moto keeps its queues in its own memory), then in ea
 Every response is checked; failures are printed with their request and response, and smq
 serve's access log is tallied. See ``bench/README.md`` for the details and the figures.
 
-Run: ``.venv/bin/python bench/http.py`` (a quick check: ``--repeat 1 --seconds 2
+Run: ``.venv/bin/python bench/serve.py`` (a quick check: ``--repeat 1 --seconds 2
 --boto3-seconds 2 --action-seconds 1 --polls 100 --wake-messages 100 --prefill 20000``).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import collections
+import http.client
+import json
 import os
+import platform
+import re
+import resource
+import signal
+import statistics
+import subprocess
 import sys
+import tempfile
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
 
-# Run as a script, this file's folder comes first on sys.path, where the file's name would shadow
-# the standard library's http package (which boto3, moto and http.client need): move the folder
-# to the end, after the standard library, where its helper module is still found.
-_FOLDER = os.path.dirname(os.path.realpath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _FOLDER] + [_FOLDER]
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import collections  # noqa: E402
-import http.client  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import re  # noqa: E402
-import resource  # noqa: E402
-import signal  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from importlib import metadata  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import redis  # noqa: E402
-from _http_clients import (  # noqa: E402
+import redis
+from _http_clients import (
     ACTIONS,
     AUTHORIZATION,
     BATCH,
@@ -81,9 +74,10 @@ from _http_clients import (  # noqa: E402
     window,
 )
 
-import smq  # noqa: E402
-from smq.embedded import EmbeddedRedis, free_port  # noqa: E402
+import smq
+from smq.embedded import EmbeddedRedis, free_port
 
+_FOLDER = os.path.dirname(os.path.realpath(__file__))
 RESULTS = Path(_FOLDER) / "results"
 PARTS = ("boto3", "load", "actions", "wake")
 STARTUP_SECONDS = 60
