@@ -179,11 +179,16 @@ async def list_queues(ctx: Context, params: Result) -> Result:
     limit = p.integer(params, "MaxResults", 1, 1000)
     after = _page_token(p.string(params, "NextToken"))
     if prefix and not all(c.isalnum() or c in "-_" for c in prefix):
-        return {"QueueUrls": []}
+        return {}
     try:
-        return await _paged(ctx, functools.partial(ctx.client.list_queues, prefix), limit, after, "QueueUrls")
+        result = await _paged(
+            ctx, functools.partial(ctx.client.list_queues, prefix), limit, after, "QueueUrls"
+        )
     except SmqError as error:
         raise from_core(error) from None
+    if not result["QueueUrls"]:
+        del result["QueueUrls"]  # as SQS: no member when there are none
+    return result
 
 
 async def delete_queue(ctx: Context, params: Result) -> Result:
