@@ -135,6 +135,7 @@ class Service:
         except SqsError as caught:
             error = caught
         except SmqError as caught:
+            # Actions let the core's errors through: they become SQS errors here, once.
             error = from_core(caught)
         except asyncio.CancelledError:
             self._log(request, request_id, protocol, action, 499, "ClientClosedRequest", started)

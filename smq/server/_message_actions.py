@@ -136,10 +136,7 @@ def _batch_ids(entries: Sequence[Mapping[str, Any]]) -> list[str]:
             f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.",
         )
     ids = [p.required_string(entry, "Id") for entry in entries]
-    try:
-        _check_batch(ids)
-    except SmqError as error:
-        raise from_core(error) from None
+    _check_batch(ids)
     return ids
 
 
@@ -244,10 +241,7 @@ async def receive_message(ctx: Context, params: Result) -> Result:
     system = _wanted_attribute_names(params)
     wanted = _attribute_filter(params)
     visibility_ms = -1 if visibility is None else visibility * 1000
-    try:
-        messages = await ctx.polls.receive(queue, max_messages, visibility_ms, wait)
-    except SmqError as error:
-        raise from_core(error) from None
+    messages = await ctx.polls.receive(queue, max_messages, visibility_ms, wait)
     if not messages:
         return {}  # as SQS: no Messages member when there are none
     return {"Messages": [_message(ctx, m, system, wanted) for m in messages]}
@@ -259,10 +253,7 @@ async def receive_message(ctx: Context, params: Result) -> Result:
 async def delete_message(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     receipt = p.required_string(params, "ReceiptHandle")
-    try:
-        await ctx.call(queue.delete, receipt)
-    except SmqError as error:
-        raise from_core(error) from None
+    await ctx.call(queue.delete, receipt)
     return {}
 
 
@@ -270,10 +261,7 @@ async def change_message_visibility(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     receipt = p.required_string(params, "ReceiptHandle")
     timeout = p.integer(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT, required=True)
-    try:
-        await ctx.call(queue.change_visibility, receipt, timeout)
-    except SmqError as error:
-        raise from_core(error) from None
+    await ctx.call(queue.change_visibility, receipt, timeout)
     return {}
 
 
@@ -311,10 +299,7 @@ async def change_message_visibility_batch(ctx: Context, params: Result) -> Resul
 async def _batch(ctx: Context, method: Any, entries: list[Any], failed: list[Result]) -> Result:
     successful: list[Result] = []
     if entries:
-        try:
-            result = await ctx.call(method, entries)
-        except SmqError as error:
-            raise from_core(error) from None
+        result = await ctx.call(method, entries)
         successful = [{"Id": entry_id} for entry_id in result.successful]
         failed += [_failure(f) for f in result.failed]
     return {"Successful": successful, "Failed": failed}

@@ -13,7 +13,7 @@ from .._config import QueueInfo, RedrivePolicy, check_queue_name
 from .._errors import InvalidQueueName, SmqError
 from . import _params as p
 from ._context import Context
-from ._errors import SqsError, from_core
+from ._errors import SqsError
 
 Result = dict[str, Any]
 
@@ -132,10 +132,7 @@ async def create_queue(ctx: Context, params: Result) -> Result:
     await _check_dead_letter_queue(ctx, settings)
     if tags:
         settings["tags"] = tags
-    try:
-        await ctx.call(ctx.client.create_queue, name, **settings)
-    except SmqError as error:
-        raise from_core(error) from None
+    await ctx.call(ctx.client.create_queue, name, **settings)
     return {"QueueUrl": ctx.url_of(name)}
 
 
@@ -180,12 +177,7 @@ async def list_queues(ctx: Context, params: Result) -> Result:
     after = _page_token(p.string(params, "NextToken"))
     if prefix and not all(c.isalnum() or c in "-_" for c in prefix):
         return {}
-    try:
-        result = await _paged(
-            ctx, functools.partial(ctx.client.list_queues, prefix), limit, after, "QueueUrls"
-        )
-    except SmqError as error:
-        raise from_core(error) from None
+    result = await _paged(ctx, functools.partial(ctx.client.list_queues, prefix), limit, after, "QueueUrls")
     if not result["QueueUrls"]:
         del result["QueueUrls"]  # as SQS: no member when there are none
     return result
@@ -200,10 +192,7 @@ async def delete_queue(ctx: Context, params: Result) -> Result:
 
 async def purge_queue(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    try:
-        await ctx.call(queue.purge)
-    except SmqError as error:
-        raise from_core(error) from None
+    await ctx.call(queue.purge)
     return {}
 
 
@@ -240,10 +229,7 @@ async def get_queue_attributes(ctx: Context, params: Result) -> Result:
     unknown = names - set(ALL_NAMES)
     if unknown:
         raise SqsError("InvalidAttributeName", f"Unknown Attribute {sorted(unknown)[0]}.")
-    try:
-        info = await ctx.call(queue.attributes)
-    except SmqError as error:
-        raise from_core(error) from None
+    info = await ctx.call(queue.attributes)
     attributes = _attributes(ctx, info, names)
     return {"Attributes": attributes} if attributes else {}
 
@@ -263,10 +249,7 @@ async def set_queue_attributes(ctx: Context, params: Result) -> Result:
     if policy is not None and policy.dead_letter_queue == queue.name:
         raise SqsError("InvalidParameterValue", "A queue cannot be its own dead-letter queue.")
     await _check_dead_letter_queue(ctx, settings)
-    try:
-        await ctx.call(lambda: queue.set_attributes(**settings))
-    except SmqError as error:
-        raise from_core(error) from None
+    await ctx.call(lambda: queue.set_attributes(**settings))
     return {}
 
 
@@ -275,10 +258,7 @@ async def list_dead_letter_source_queues(ctx: Context, params: Result) -> Result
     limit = p.integer(params, "MaxResults", 1, 1000)
     after = _page_token(p.string(params, "NextToken"))
     lister = functools.partial(ctx.client.dead_letter_sources, name)
-    try:
-        return await _paged(ctx, lister, limit, after, "queueUrls")
-    except SmqError as error:
-        raise from_core(error) from None
+    return await _paged(ctx, lister, limit, after, "queueUrls")
 
 
 # -- tags -------------------------------------------------------------------------
@@ -289,10 +269,7 @@ async def tag_queue(ctx: Context, params: Result) -> Result:
     if "Tags" not in params:
         raise SqsError("MissingParameter", "The request must contain the parameter Tags.")
     tags = p.string_map(params, "Tags")
-    try:
-        await ctx.call(queue.tag, tags)
-    except SmqError as error:
-        raise from_core(error) from None
+    await ctx.call(queue.tag, tags)
     return {}
 
 
@@ -301,19 +278,13 @@ async def untag_queue(ctx: Context, params: Result) -> Result:
     if "TagKeys" not in params:
         raise SqsError("MissingParameter", "The request must contain the parameter TagKeys.")
     keys = p.string_list(params, "TagKeys")
-    try:
-        await ctx.call(queue.untag, keys)
-    except SmqError as error:
-        raise from_core(error) from None
+    await ctx.call(queue.untag, keys)
     return {}
 
 
 async def list_queue_tags(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    try:
-        tags = await ctx.call(queue.tags)
-    except SmqError as error:
-        raise from_core(error) from None
+    tags = await ctx.call(queue.tags)
     return {"Tags": tags} if tags else {}
 
 
