@@ -200,20 +200,38 @@ class Queue:
             )
         if wait_time_seconds is not None:
             check_int("wait_time_seconds", wait_time_seconds, 0, MAX_WAIT_SECONDS)
+        return self._receive(max_messages, visibility_ms, wait_time_seconds)
+
+    def _receive(
+        self,
+        max_messages: int,
+        visibility_ms: int,
+        wait_time_seconds: int | None,
+        stop: Callable[[], bool] | None = None,
+    ) -> list[Message]:
+        """Receive, checked; a long poll ends early once ``stop()`` is true.
+
+        Whoever sets the stop condition calls ``Waker.interrupt`` so that a
+        waiting poll looks at it at once.
+        """
         messages, next_due_ms, wait_ms, over_limit = self._receive_now(max_messages, visibility_ms)
         wait = wait_ms / 1000 if wait_time_seconds is None else wait_time_seconds
         if messages or wait <= 0:
             if over_limit:
                 raise error_for(Status.E_OVER_LIMIT, self.name)
             return messages
-        return self._long_poll(max_messages, visibility_ms, time.monotonic() + wait)
+        return self._long_poll(max_messages, visibility_ms, time.monotonic() + wait, stop)
 
-    def _long_poll(self, max_messages: int, visibility_ms: int, deadline: float) -> list[Message]:
+    def _long_poll(
+        self, max_messages: int, visibility_ms: int, deadline: float, stop: Callable[[], bool] | None = None
+    ) -> list[Message]:
         waker = self._client._waker
         channel = self.keys.wake_channel
         with waker.watch(channel, deadline):
             while True:
                 seen = waker.count(channel)
+                if stop is not None and stop():
+                    return []
                 messages, next_due_ms, _, _ = self._receive_now(max_messages, visibility_ms)
                 if messages:
                     return messages

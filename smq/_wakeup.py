@@ -145,6 +145,13 @@ class Waker:
         with self._cond:
             return self._cond.wait_for(lambda: self._counts.get(channel, 0) != seen, timeout)
 
+    def interrupt(self) -> None:
+        """Make every waiting poll look once more (a worker that stops uses it)."""
+        with self._cond:
+            for channel in self._counts:
+                self._counts[channel] += 1
+            self._cond.notify_all()
+
     def close(self) -> None:
         with self._send_lock:
             with self._cond:

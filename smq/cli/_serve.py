@@ -1,54 +1,17 @@
-"""The ``smq`` command line. Every option also reads an ``SMQ_`` variable."""
+"""``smq serve``: the SQS API over HTTP."""
 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import click
 
-from ._client import Client
-from ._errors import SmqError
-from ._settings import Settings
-
-
-def _fail(message: str) -> None:
-    click.echo(f"smq: {message}", err=True)
-    sys.exit(1)
-
-
-@click.group(context_settings={"auto_envvar_prefix": "SMQ", "help_option_names": ["-h", "--help"]})
-def main() -> None:
-    """smq: Amazon SQS semantics on your own Redis."""
-
-
-@main.command()
-@click.option("--redis-url", default=None, help="Redis to use; default: start an embedded one.")
-@click.option(
-    "--data-dir",
-    default=".smq",
-    show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder of the embedded Redis (AOF data, socket, log).",
-)
-@click.option("--visibility-timeout", default=2, show_default=True, type=click.IntRange(1, 60))
-def demo(redis_url: str | None, data_dir: Path, visibility_timeout: int) -> None:
-    """Show the visibility timeout at work on a small queue."""
-    if redis_url:
-        _run_demo(Client(settings=Settings(url=redis_url)), visibility_timeout)
-        return
-    from .embedded import EmbeddedRedis
-
-    try:
-        server = EmbeddedRedis(data_dir / "redis")
-    except FileNotFoundError as error:
-        _fail(str(error))
-    click.echo(f"starting embedded Redis ({server.server}), data in {server.directory}")
-    with server:
-        with Client(settings=Settings(url=server.url)) as client:
-            _run_demo(client, visibility_timeout)
+from .._client import Client
+from .._errors import SmqError
+from .._settings import Settings
+from ._base import fail as _fail
+from ._base import main
 
 
 def _access_keys(values: tuple[str, ...]) -> dict[str, str]:
@@ -169,7 +132,7 @@ def serve(
     """
     import asyncio
 
-    from .server import ServerConfig, log_to_stderr, run
+    from ..server import ServerConfig, log_to_stderr, run
 
     keys = _access_keys(access_keys)
     if keys and no_auth:
@@ -211,7 +174,7 @@ def serve(
     if redis_url:
         serve_on(redis_url)
         return
-    from .embedded import EmbeddedRedis
+    from ..embedded import EmbeddedRedis
 
     try:
         server = EmbeddedRedis(data_dir / "redis")
@@ -220,45 +183,3 @@ def serve(
     click.echo(f"smq serve: embedded Redis ({server.server}), data in {server.directory}", err=True)
     with server:
         serve_on(server.url)
-
-
-def _say(started: float, text: str) -> None:
-    click.echo(f"[{time.monotonic() - started:5.2f}s] {text}")
-
-
-def _counts(queue: Any) -> str:
-    info = queue.attributes()
-    return f"visible={info.visible} in_flight={info.in_flight} delayed={info.delayed}"
-
-
-def _run_demo(client: Client, visibility_timeout: int) -> None:
-    started = time.monotonic()
-    try:
-        queue = client.create_queue("smq-demo", visibility_timeout=visibility_timeout)
-        queue.purge()
-        _say(started, f"queue {queue.name!r}, visibility timeout {visibility_timeout}s")
-        for n in range(1, 4):
-            queue.send(f"job {n}")
-        _say(started, f"sent 3 messages: {_counts(queue)}")
-        (first,) = queue.receive(1)
-        _say(started, f"received {first.body!r} (receive #{first.receive_count}); not deleting it")
-        _say(started, _counts(queue))
-        others = queue.receive(10)
-        _say(started, f"received {[m.body for m in others]}, deleted them")
-        for message in others:
-            queue.delete(message.receipt_handle)
-        _say(started, f"long poll: waiting for {first.body!r} to come back ... ({_counts(queue)})")
-        (again,) = queue.receive(1, wait_time_seconds=visibility_timeout + 5)
-        _say(started, f"received {again.body!r} again (receive #{again.receive_count}): its timeout ran out")
-        stale = queue.delete(first.receipt_handle)
-        _say(started, f"delete with the first (now stale) receipt: deleted={stale}, ignored and counted")
-        queue.delete(again.receipt_handle)
-        _say(started, f"deleted with the new receipt: {_counts(queue)}")
-        counters = queue.attributes().counters
-        _say(started, "counters: " + ", ".join(f"{k}={v}" for k, v in sorted(counters.items())))
-    except SmqError as error:
-        _fail(str(error))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

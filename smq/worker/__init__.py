@@ -1,0 +1,1 @@
+"""The worker runner: receive, run a handler, heartbeat, delete."""
