@@ -1,0 +1,117 @@
+"""Which Redis a command talks to: ``--redis-url``, or the embedded one of ``smq serve``."""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import redis
+
+from .._client import Client
+from .._settings import Settings
+from ._base import fail
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def redis_options(command: F) -> F:
+    """Add ``--redis-url``, ``--cluster`` and ``--data-dir`` (keywords ``redis_url``, ``cluster``,
+    ``data_dir``) to a command; pass them to :func:`open_client`."""
+    options = [
+        click.option(
+            "--redis-url",
+            envvar="SMQ_REDIS_URL",
+            default=None,
+            metavar="URL",
+            help="Redis to use, redis://host:port/db or unix:///path (env SMQ_REDIS_URL); "
+            "default: the embedded Redis in --data-dir.",
+        ),
+        click.option(
+            "--cluster",
+            is_flag=True,
+            envvar="SMQ_CLUSTER",
+            help="The Redis URL names a node of a Redis Cluster (env SMQ_CLUSTER).",
+        ),
+        click.option(
+            "--data-dir",
+            envvar="SMQ_DATA_DIR",
+            default=".smq",
+            show_default=True,
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Folder of the embedded Redis, as smq serve uses it (env SMQ_DATA_DIR).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _answers(socket_path: Path) -> bool:
+    if not socket_path.exists():
+        return False
+    try:
+        with redis.Redis(unix_socket_path=str(socket_path), socket_timeout=2) as probe:
+            return bool(probe.ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+@contextmanager
+def open_client(redis_url: str | None, cluster: bool, data_dir: Path) -> Iterator[Client]:
+    """A client for one command; closes what it opened.
+
+    With a URL, a client on it. Without one, the embedded Redis of ``smq serve``
+    in ``data_dir/redis``: the running one if its socket answers, else one
+    started for this command alone (AOF keeps the data for the next command).
+    """
+    if redis_url:
+        with Client(settings=Settings(url=redis_url, cluster=cluster)) as client:
+            yield client
+        return
+    if cluster:
+        fail("--cluster needs --redis-url (the embedded Redis is not a cluster)")
+    directory = data_dir / "redis"
+    socket_path = directory / "redis.sock"
+    directory.mkdir(parents=True, exist_ok=True)
+    # One redis-server per AOF: commands that start their own take turns. A
+    # server running under another command's lock is never shared, since that
+    # command stops it when it ends.
+    with open(directory / "cli.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            click.echo(f"smq: waiting for another smq command using the Redis in {directory}", err=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if _answers(socket_path):  # smq serve (or a redis-server of yours) runs there
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            with Client(settings=Settings(url=f"unix://{socket_path.resolve()}")) as client:
+                yield client
+            return
+        yield from _embedded(directory)
+
+
+def _embedded(directory: Path) -> Iterator[Client]:
+    from ..embedded import EmbeddedRedis
+
+    try:
+        server = EmbeddedRedis(directory)
+    except FileNotFoundError as error:
+        fail(str(error))
+    click.echo(
+        f"smq: no Redis runs in {server.directory}: started one for this command "
+        "(smq serve keeps one running; --redis-url picks another)",
+        err=True,
+    )
+    try:
+        server.start()
+    except RuntimeError as error:
+        fail(" ".join(str(error).split()))
+    try:
+        with Client(settings=Settings(url=server.url)) as client:
+            yield client
+    finally:
+        server.stop()
