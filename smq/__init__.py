@@ -54,6 +54,7 @@ from ._message import (
     SendResult,
 )
 from ._move_tasks import MoveTask
+from ._peek import PeekedMessage
 from ._queue import Queue
 from ._settings import Settings
 
@@ -85,6 +86,7 @@ __all__ = [
     "MoveTaskNotFound",
     "OutcomeUnknown",
     "OverLimit",
+    "PeekedMessage",
     "Queue",
     "QueueConfig",
     "QueueDoesNotExist",

@@ -50,6 +50,7 @@ from ._message import (
 )
 from ._moves import finish_moves
 from ._moves import recover as recover_moves
+from ._peek import PeekedMessage, peek
 from ._scripts import text_pairs
 from ._sources import note_source
 from ._tags import check_tag_keys, check_tags
@@ -405,6 +406,21 @@ class Queue:
             oldest_age=(now_ms - oldest) / 1000 if oldest >= 0 else None,
             counters=counters,
         )
+
+    def peek(self, state: str = "visible", *, limit: int = 10, offset: int = 0) -> list[PeekedMessage]:
+        """Look at up to ``limit`` (1-100) messages in one state without receiving them.
+
+        ``state`` is ``"visible"`` (in receive order, next first), ``"in_flight"``
+        (by visibility expiry, soonest first) or ``"delayed"`` (by due time,
+        soonest first). ``offset`` (0-10,000) skips that many entries, to page.
+        Changes nothing: no receive count, counter, event or visibility.
+        Each state is shown as stored: a message whose timeout or delay ran
+        out shows where it was until a receive moves it. Ids of visible
+        messages deleted since are skipped but count toward ``offset`` and
+        ``limit``, so a page may hold fewer than ``limit`` messages with more
+        after it. Raises InvalidParameter or QueueDoesNotExist.
+        """
+        return peek(self._client, self.keys, state, limit, offset)
 
     def set_attributes(self, **settings: Any) -> None:
         """Change settings (QueueConfig fields); applies to later calls.

@@ -103,7 +103,7 @@ def test_public_surface_is_pinned() -> None:
             "EmptyBatchRequest", "InvalidAttributeName", "InvalidAttributeValue", "InvalidBatchEntryId",
             "InvalidMessageContents", "InvalidParameter", "InvalidQueueName", "Message", "MessageAttribute",
             "MessageNotInflight", "MessageTooLong", "MoveTask", "MoveTaskActive", "MoveTaskNotFound",
-            "OutcomeUnknown", "OverLimit", "Queue", "QueueConfig",
+            "OutcomeUnknown", "OverLimit", "PeekedMessage", "Queue", "QueueConfig",
             "QueueDoesNotExist", "QueueInfo", "QueueNameExists", "ReceiptError", "ReceiptHandleIsInvalid",
             "RedrivePolicy", "SendEntry", "SendResult", "Settings", "SmqError", "StaleReceipt",
             "TooManyEntriesInBatchRequest", "UnsafeRedisConfig", "VisibilityCeilingExceeded",

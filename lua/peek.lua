@@ -1,0 +1,82 @@
+-- peek: list up to 100 messages in one state without receiving them.
+--
+-- KEYS[1] meta (hash): the queue's settings and bookkeeping (read: does the queue exist)
+-- KEYS[2] visible (list): ids of visible messages (the head is received first)
+-- KEYS[3] inflight (zset): ids in flight, scored by visibility expiry (ms)
+-- KEYS[4] delayed (zset): ids of delayed messages, scored by due time (ms)
+-- KEYS[5] messages (hash): id -> record "<sent_ms>|<payload>"
+-- KEYS[6] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>"
+-- KEYS[7] origins (hash): id -> queue a moved message came from
+--
+-- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): not read; peek judges
+--         nothing by time (a run-out timeout still shows as in flight)
+-- ARGV[2] which ('visible', 'in_flight' or 'delayed'): the list or zset to read
+-- ARGV[3] limit (1-100): entries to read
+-- ARGV[4] offset (0-10000): entries to skip first, by index
+--
+-- Reads only: no counter, event, receive count or state changes. Reads
+-- entries offset to offset + limit - 1 of one list or zset; ids whose
+-- message is gone (ghosts, deleted while visible) are left out, so a reply
+-- may hold fewer than limit messages.
+--
+-- Returns {OK, [id, score_ms, record, state, origin] * n}: score_ms is the
+-- zset score ('' for visible), state and origin '' when absent;
+-- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+local meta = KEYS[1]
+local visible = KEYS[2]
+local inflight = KEYS[3]
+local delayed = KEYS[4]
+local messages = KEYS[5]
+local state = KEYS[6]
+local origins = KEYS[7]
+local which = ARGV[2]
+local limit = int_arg(ARGV[3], 1, 100)
+local offset = int_arg(ARGV[4], 0, 10000)
+
+if which ~= 'visible' and which ~= 'in_flight' and which ~= 'delayed' then
+  return fail(E_BAD_ARGUMENT, 'state must be visible, in_flight or delayed')
+end
+if limit == nil or offset == nil then
+  return fail(E_BAD_ARGUMENT, 'limit must be 1-100 and offset 0-10000')
+end
+if redis.call('EXISTS', meta) == 0 then
+  return fail(E_QUEUE_MISSING)
+end
+
+local ids = {}
+local scores = {}
+local last = offset + limit - 1
+if which == 'visible' then
+  ids = redis.call('LRANGE', visible, offset, last)
+  for i = 1, #ids do
+    scores[i] = ''
+  end
+else
+  local zset = inflight
+  if which == 'delayed' then
+    zset = delayed
+  end
+  local flat = redis.call('ZRANGE', zset, offset, last, 'WITHSCORES')
+  for i = 2, #flat, 2 do
+    ids[#ids + 1] = flat[i - 1]
+    scores[#scores + 1] = flat[i]
+  end
+end
+
+local reply = {OK}
+if #ids == 0 then
+  return reply
+end
+local records = redis.call('HMGET', messages, unpack(ids))
+local states = redis.call('HMGET', state, unpack(ids))
+local from = redis.call('HMGET', origins, unpack(ids))
+for i = 1, #ids do
+  if records[i] then
+    reply[#reply + 1] = ids[i]
+    reply[#reply + 1] = scores[i]
+    reply[#reply + 1] = records[i]
+    reply[#reply + 1] = states[i] or ''
+    reply[#reply + 1] = from[i] or ''
+  end
+end
+return reply
