@@ -27,6 +27,7 @@ from ._errors import (
     InvalidMessageContents,
     InvalidParameter,
     InvalidQueueName,
+    LeaseLost,
     MessageNotInflight,
     MessageTooLong,
     MoveTaskActive,
@@ -57,6 +58,7 @@ from ._move_tasks import MoveTask
 from ._peek import PeekedMessage
 from ._queue import Queue
 from ._settings import Settings
+from .worker import Job, Worker, WorkerConfig
 
 __all__ = [
     "COUNTERS",
@@ -77,6 +79,8 @@ __all__ = [
     "InvalidMessageContents",
     "InvalidParameter",
     "InvalidQueueName",
+    "Job",
+    "LeaseLost",
     "Message",
     "MessageAttribute",
     "MessageNotInflight",
@@ -103,6 +107,8 @@ __all__ = [
     "TooManyEntriesInBatchRequest",
     "UnsafeRedisConfig",
     "VisibilityCeilingExceeded",
+    "Worker",
+    "WorkerConfig",
     "md5_of_attributes",
     "md5_of_body",
 ]

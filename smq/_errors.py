@@ -27,6 +27,7 @@
     │                                    or a task no longer running (cancel)
     ├── MoveTaskActive                   the source queue has an active move task
     ├── UnsafeRedisConfig                maxmemory-policy may evict queue data
+    ├── LeaseLost                        a worker no longer holds the message
     └── BackendError                     Redis unreachable or failing
         └── OutcomeUnknown               connection lost mid-call: the script
                                          may or may not have run
@@ -139,6 +140,13 @@ class MoveTaskActive(SmqError):
 
 class UnsafeRedisConfig(SmqError):
     """Redis is configured so that it may evict queue data."""
+
+
+class LeaseLost(SmqError):
+    """A worker no longer holds a message: another consumer may be processing it.
+
+    Raised by ``Job.raise_if_lost``; the worker does not delete such a message.
+    """
 
 
 class BackendError(SmqError):

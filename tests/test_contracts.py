@@ -101,12 +101,14 @@ def test_public_surface_is_pinned() -> None:
             "COUNTERS", "MAX_VISIBILITY_TIMEOUT", "BackendError", "BatchEntryIdsNotDistinct", "BatchError",
             "BatchFailure", "BatchRequestTooLong", "BatchResult", "ChangeEntry", "Client", "DeleteEntry",
             "EmptyBatchRequest", "InvalidAttributeName", "InvalidAttributeValue", "InvalidBatchEntryId",
-            "InvalidMessageContents", "InvalidParameter", "InvalidQueueName", "Message", "MessageAttribute",
+            "InvalidMessageContents", "InvalidParameter", "InvalidQueueName", "Job", "LeaseLost", "Message",
+            "MessageAttribute",
             "MessageNotInflight", "MessageTooLong", "MoveTask", "MoveTaskActive", "MoveTaskNotFound",
             "OutcomeUnknown", "OverLimit", "PeekedMessage", "Queue", "QueueConfig",
             "QueueDoesNotExist", "QueueInfo", "QueueNameExists", "ReceiptError", "ReceiptHandleIsInvalid",
             "RedrivePolicy", "SendEntry", "SendResult", "Settings", "SmqError", "StaleReceipt",
-            "TooManyEntriesInBatchRequest", "UnsafeRedisConfig", "VisibilityCeilingExceeded",
+            "TooManyEntriesInBatchRequest", "UnsafeRedisConfig", "VisibilityCeilingExceeded", "Worker",
+            "WorkerConfig",
             "md5_of_attributes", "md5_of_body",
         ]
     )  # fmt: skip

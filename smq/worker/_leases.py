@@ -1,0 +1,373 @@
+"""The leases a worker holds, and the one thread that talks to Redis about them.
+
+A lease is a received message the worker has not yet deleted or released.
+The keeper thread does all of a worker's visibility traffic in batches of up
+to 10: it extends every lease when half of its timeout is left (running or
+still waiting for a handler), deletes messages whose handler returned, and
+releases failed or abandoned ones with a visibility change. Doing this on
+one thread keeps handler threads free of Redis calls and turns many small
+calls into few batched ones.
+
+Times here are the worker's monotonic clock. Redis decides expiries by its
+own clock; the worker only needs to extend early enough, so it counts each
+timeout from just before the call that set it, which is never later than
+the moment Redis counted from.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from .._errors import SmqError
+from .._message import ChangeEntry, DeleteEntry, Message
+from .._queue import MAX_BATCH, Queue
+from ._job import Job
+from ._metrics import WorkerMetrics
+
+log = logging.getLogger("smq.worker")
+
+CEILING_SECONDS = 43200
+"""No receipt hides a message longer than 12 hours after its receive."""
+_CEILING_MARGIN = 5.0  # seconds kept from the ceiling: clocks of two machines drift
+_RETRY_DELAY = 1.0  # seconds before a failed Redis call is tried again
+
+WAITING, RUNNING, FINISHING, DONE = "waiting", "running", "finishing", "done"
+
+
+class Lease:
+    """One held message: its job, timeout, deadline and where it is in its life."""
+
+    __slots__ = ("job", "timeout", "deadline", "ceiling", "state", "capped", "stale", "retry_at")
+
+    def __init__(self, message: Message, timeout: int, received: float, ceiling: float) -> None:
+        self.job = Job(message)
+        self.timeout = timeout
+        self.deadline = received + timeout
+        self.ceiling = received + ceiling - _CEILING_MARGIN
+        self.state = WAITING
+        self.capped = False  # the heartbeat reached the 12-hour ceiling
+        self.stale = False  # another receive holds the message: never delete it
+        self.retry_at = 0.0
+
+    @property
+    def receipt(self) -> str:
+        return self.job.message.receipt_handle
+
+    def extend_at(self) -> float:
+        return max(self.deadline - self.timeout / 2, self.retry_at)
+
+    def heartbeating(self) -> bool:
+        return self.state != DONE and not self.capped and not self.job.lease_lost
+
+
+class LeaseKeeper:
+    """Holds a worker's leases; one thread extends, deletes and releases them."""
+
+    def __init__(self, queue: Queue, metrics: WorkerMetrics, ceiling: float = CEILING_SECONDS) -> None:
+        self._queue = queue
+        self._metrics = metrics
+        self._ceiling = ceiling
+        self._cond = threading.Condition()
+        self._leases: dict[str, Lease] = {}
+        self._deletes: list[Lease] = []
+        self._changes: list[tuple[Lease, int]] = []
+        self._actions_at = 0.0  # after a failed delete or release: not before this
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="smq-leases", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    # -- called by the receiver and the handlers ---------------------------------
+
+    def add(self, messages: Sequence[Message], timeout: int, received: float) -> list[Lease]:
+        """Hold newly received messages (``received``: monotonic time before the receive)."""
+        leases = [Lease(message, timeout, received, self._ceiling) for message in messages]
+        with self._cond:
+            for lease in leases:
+                self._leases[lease.receipt] = lease
+            self._cond.notify_all()
+        return leases
+
+    def begin(self, lease: Lease) -> bool:
+        """Mark a lease running; False if it was released meanwhile (do not run it)."""
+        with self._cond:
+            if lease.state != WAITING:
+                return False
+            lease.state = RUNNING
+            return True
+
+    def succeeded(self, lease: Lease) -> None:
+        """The handler returned: delete the message (unless another receive holds it)."""
+        with self._cond:
+            if lease.state != RUNNING:
+                return  # released by a graceful stop meanwhile
+            lost = lease.job.lease_lost
+            self._metrics.outcome("lost" if lost else "succeeded")
+            if lease.stale:
+                self._finish(lease)
+                return
+            # Also after a timeout ran out unnoticed: the newest receipt still
+            # deletes, and a stale one is ignored by the script (fencing).
+            lease.state = FINISHING
+            self._deletes.append(lease)
+            self._cond.notify_all()
+
+    def failed(self, lease: Lease, retry_delay: int) -> None:
+        """The handler raised: hide the message for ``retry_delay`` s, then it is retried."""
+        with self._cond:
+            if lease.state != RUNNING:
+                return
+            if lease.job.lease_lost:
+                self._metrics.outcome("lost")
+                self._finish(lease)
+                return
+            self._metrics.outcome("failed")
+            lease.state = FINISHING
+            self._changes.append((lease, retry_delay))
+            self._cond.notify_all()
+
+    def release_waiting(self) -> int:
+        """Release (visibility 0) every message no handler has started; returns how many."""
+        return self._release({WAITING}, "")
+
+    def release_running(self) -> int:
+        """Release every message whose handler still runs, and tell each handler."""
+        return self._release({RUNNING}, "released by a graceful stop that ran out of grace")
+
+    def _release(self, states: set[str], reason: str) -> int:
+        with self._cond:
+            chosen = [lease for lease in self._leases.values() if lease.state in states]
+            for lease in chosen:
+                self._metrics.outcome("released")
+                lease.state = FINISHING
+                if reason:
+                    lease.job._lose(reason)
+                if lease.stale:
+                    self._finish(lease)
+                else:
+                    self._changes.append((lease, 0))
+            self._cond.notify_all()
+            return len(chosen)
+
+    # -- counts and waits --------------------------------------------------------
+
+    def held(self) -> int:
+        with self._cond:
+            return len(self._leases)
+
+    def running(self) -> int:
+        with self._cond:
+            return sum(1 for lease in self._leases.values() if lease.state == RUNNING)
+
+    def wait_for_room(self, limit: int, stopping: Callable[[], bool]) -> int:
+        """Block until fewer than ``limit`` leases are held; returns the room (0: stopping)."""
+        with self._cond:
+            while not stopping():
+                room = limit - len(self._leases)
+                if room > 0:
+                    return room
+                self._cond.wait(0.5)
+        return 0
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no handler runs, for ``timeout`` s at most; True if none does."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while any(lease.state == RUNNING for lease in self._leases.values()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.5))
+            return True
+
+    def close(self, timeout: float) -> int:
+        """Finish the deletes and releases queued, for ``timeout`` s at most.
+
+        Returns how many leases are still held (their messages come back
+        when their timeouts run out).
+        """
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        with self._cond:
+            self._closing = True
+            return len(self._leases)
+
+    # -- the keeper thread -------------------------------------------------------
+
+    def _finish(self, lease: Lease) -> None:
+        lease.state = DONE
+        self._leases.pop(lease.receipt, None)
+        self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                work = self._next_work()
+                if work is None:
+                    return
+            deletes, changes, extensions = work
+            if deletes:
+                self._delete(deletes)
+            if changes:
+                self._change(changes)
+            if extensions:
+                self._extend(extensions)
+
+    def _next_work(self) -> tuple[list[Lease], list[tuple[Lease, int]], list[Lease]] | None:
+        """Wait (holding the lock) until something is due; None when closed and done."""
+        while True:
+            now = time.monotonic()
+            actions_due = (self._deletes or self._changes) and now >= self._actions_at
+            if self._closing and not self._deletes and not self._changes:
+                return None
+            extend_due = math.inf
+            for lease in self._leases.values():
+                if lease.heartbeating():
+                    extend_due = min(extend_due, lease.extend_at())
+            if actions_due or extend_due <= now:
+                break
+            wake = extend_due
+            if self._deletes or self._changes:
+                wake = min(wake, self._actions_at)
+            self._cond.wait(min(wake - now, 1.0))
+        deletes: list[Lease] = []
+        changes: list[tuple[Lease, int]] = []
+        if actions_due:
+            deletes, self._deletes = self._deletes, []
+            changes, self._changes = self._changes, []
+        # Extend early the leases that would be due soon anyway: fewer calls.
+        extensions = [
+            lease
+            for lease in self._leases.values()
+            if lease.heartbeating() and lease.extend_at() <= now + lease.timeout / 4
+        ]
+        return deletes, changes, extensions
+
+    def _delete(self, leases: list[Lease]) -> None:
+        for start in range(0, len(leases), MAX_BATCH):
+            chunk = leases[start : start + MAX_BATCH]
+            entries = [DeleteEntry(str(i), lease.receipt) for i, lease in enumerate(chunk)]
+            try:
+                result = self._queue.delete_batch(entries)
+            except SmqError as error:
+                self._redis_failed("delete", error)
+                with self._cond:
+                    self._deletes.extend(chunk)
+                continue
+            for failure in result.failed:
+                log.warning("delete of message %s failed: %s", chunk[int(failure.id)].job.message_id, failure)
+            with self._cond:
+                for lease in chunk:
+                    self._finish(lease)
+
+    def _change(self, changes: list[tuple[Lease, int]]) -> None:
+        for start in range(0, len(changes), MAX_BATCH):
+            chunk = changes[start : start + MAX_BATCH]
+            entries = [
+                ChangeEntry(str(i), lease.receipt, seconds) for i, (lease, seconds) in enumerate(chunk)
+            ]
+            try:
+                result = self._queue.change_visibility_batch(entries)
+            except SmqError as error:
+                self._redis_failed("release", error)
+                with self._cond:
+                    self._changes.extend(chunk)
+                continue
+            for failure in result.failed:
+                # Not in flight or held by another receive: it is not ours to release.
+                lease = chunk[int(failure.id)][0]
+                log.info("message %s was not released: %s", lease.job.message_id, failure.message)
+            with self._cond:
+                for lease, _ in chunk:
+                    self._finish(lease)
+
+    def _redis_failed(self, what: str, error: SmqError) -> None:
+        self._metrics.redis_errors.inc()
+        log.warning("%s on queue %r failed, will retry: %s", what, self._queue.name, error)
+        with self._cond:
+            self._actions_at = time.monotonic() + _RETRY_DELAY
+
+    def _extend(self, leases: list[Lease]) -> None:
+        now = time.monotonic()
+        calls: list[tuple[Lease, int]] = []
+        for lease in leases:
+            left = math.floor(lease.ceiling - now)
+            seconds = min(lease.timeout, left)
+            if seconds < 1:
+                self._cap(lease)
+                continue
+            calls.append((lease, seconds))
+        for start in range(0, len(calls), MAX_BATCH):
+            self._extend_batch(calls[start : start + MAX_BATCH])
+
+    def _extend_batch(self, chunk: list[tuple[Lease, int]]) -> None:
+        entries = [ChangeEntry(str(i), lease.receipt, seconds) for i, (lease, seconds) in enumerate(chunk)]
+        sent = time.monotonic()
+        try:
+            result = self._queue.change_visibility_batch(entries)
+        except SmqError as error:
+            self._metrics.redis_errors.inc()
+            log.warning("heartbeat on queue %r failed, will retry: %s", self._queue.name, error)
+            with self._cond:
+                for lease, _ in chunk:
+                    lease.retry_at = time.monotonic() + _RETRY_DELAY
+            return
+        failures = {int(failure.id): failure for failure in result.failed}
+        with self._cond:
+            for i, (lease, seconds) in enumerate(chunk):
+                failure = failures.get(i)
+                if failure is None:
+                    lease.deadline = sent + seconds
+                    lease.retry_at = 0.0
+                    self._metrics.extensions.inc()
+                    if seconds < lease.timeout:
+                        self._cap(lease)
+                elif failure.code == "VisibilityCeilingExceeded":
+                    self._cap(lease)
+                else:
+                    self._lose(lease, failure.code, failure.message)
+
+    def _cap(self, lease: Lease) -> None:
+        if lease.capped:
+            return
+        lease.capped = True
+        self._metrics.ceiling_reached.inc()
+        left = max(0.0, lease.deadline - time.monotonic())
+        log.warning(
+            "message %s of queue %r reached the 12-hour visibility ceiling: the heartbeat stops, "
+            "and it becomes visible again in %.0f s unless its handler finishes first",
+            lease.job.message_id,
+            self._queue.name,
+            left,
+        )
+
+    def _lose(self, lease: Lease, code: str, detail: str) -> None:
+        if lease.job.lease_lost:
+            return
+        stale = code == "StaleReceipt"
+        lease.stale = stale
+        self._metrics.lost_leases.inc()
+        reason = (
+            "another receive holds the message (stale receipt)"
+            if stale
+            else "its visibility timeout ran out before the heartbeat extended it"
+        )
+        lease.job._lose(reason)
+        log.warning(
+            "lost the lease of message %s of queue %r: %s (%s)",
+            lease.job.message_id,
+            self._queue.name,
+            reason,
+            detail,
+        )
+        if lease.state == WAITING:
+            # No handler started it: nothing to tell, nothing to delete.
+            self._metrics.outcome("lost")
+            self._finish(lease)

@@ -1,0 +1,248 @@
+"""The worker: receive in batches, run the handler, delete on success, stop gracefully."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from .._client import Client
+from .._errors import InvalidParameter, SmqError
+from .._queue import MAX_BATCH, Queue
+from ._config import WorkerConfig
+from ._leases import LeaseKeeper
+from ._metrics import WorkerMetrics
+from ._slots import AsyncSlots, Handler, ThreadSlots, _Outcome, is_async
+
+log = logging.getLogger("smq.worker")
+
+_ERROR_PAUSES = (0.1, 0.5, 1.0, 2.0, 5.0)  # after a failed receive, growing
+_FLUSH_TIMEOUT = 10.0  # seconds a stop waits for the last deletes and releases
+
+
+class Worker:
+    """Runs a handler on the messages of one queue, with heartbeat and graceful stop.
+
+    ::
+
+        worker = smq.Worker(client, "jobs", config=smq.WorkerConfig(concurrency=4))
+
+        @worker.handler
+        def handle(job: smq.Job) -> None:
+            print(job.body)
+
+        worker.run()  # until SIGTERM / SIGINT, or worker.stop() from another thread
+
+    Any number of workers may serve one queue, on any number of hosts: the
+    queue hands each message to one of them at a time. A message is deleted
+    when its handler returns, released for a retry after the backoff when it
+    raises, and kept hidden by a heartbeat for as long as it runs (up to the
+    12-hour ceiling). If the process dies, its messages come back when their
+    visibility timeouts run out.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        queue: str | Queue,
+        handler: Handler | None = None,
+        *,
+        config: WorkerConfig | None = None,
+    ) -> None:
+        self.client = client
+        self.queue = queue if isinstance(queue, Queue) else client.queue(queue)
+        self.config = config or WorkerConfig()
+        self._handler = handler
+        self._stop = threading.Event()
+        self._now = False  # a second signal: skip the grace period
+        self._running = False
+        self.visibility_timeout = 0
+        self.metrics_url: str | None = None
+        """``http://host:port/metrics`` while the metrics server runs."""
+        self._keeper: LeaseKeeper | None = None
+        self.metrics = WorkerMetrics(self.queue.name, self._held, self._busy)
+
+    def __repr__(self) -> str:
+        return f"<smq.Worker of {self.queue.name!r}>"
+
+    def handler(self, function: Handler) -> Handler:
+        """Register the handler (usable as a decorator); returns it unchanged."""
+        if not callable(function):
+            raise InvalidParameter(f"a handler must be callable, not {type(function).__name__}")
+        self._handler = function
+        return function
+
+    def stop(self, *, now: bool = False) -> None:
+        """Ask :meth:`run` to stop gracefully (``now``: without the grace period).
+
+        Safe from any thread and from a signal handler.
+        """
+        self._now = self._now or now
+        self._stop.set()
+
+    def run(self, *, install_signal_handlers: bool = True) -> None:
+        """Work until :meth:`stop`, SIGTERM or SIGINT, then stop gracefully.
+
+        A graceful stop receives no more, releases (visibility 0) the
+        messages no handler has started, lets running handlers finish for
+        ``grace_period`` seconds, then releases the rest and tells their
+        handlers (``job.lease_lost``). A second signal skips the grace period.
+
+        Raises QueueDoesNotExist, or InvalidParameter when the visibility
+        timeout is 0 (nothing could keep a message hidden while it runs).
+        """
+        if self._handler is None:
+            raise InvalidParameter("no handler: pass one to Worker() or decorate it with @worker.handler")
+        if self._running:
+            raise RuntimeError("this worker is running already")
+        self._running = True
+        self._stop.clear()
+        self._now = False
+        restore = self._install_signals() if install_signal_handlers else None
+        try:
+            self._run(self._handler)
+        finally:
+            if restore is not None:
+                restore()
+            self._running = False
+
+    # -- internals ---------------------------------------------------------------
+
+    def _held(self) -> int:
+        return self._keeper.held() if self._keeper else 0
+
+    def _busy(self) -> int:
+        return self._keeper.running() if self._keeper else 0
+
+    def _install_signals(self) -> Callable[[], None] | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            self.stop(now=self._stop.is_set())
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+    def _run(self, handler: Handler) -> None:
+        config = self.config
+        timeout = config.visibility_timeout
+        if timeout is None:
+            timeout = self.queue.attributes().config.visibility_timeout
+        else:
+            self.queue.attributes()  # the queue must exist
+        if timeout < 1:
+            raise InvalidParameter(
+                f"queue {self.queue.name!r} has a visibility timeout of 0 s, which cannot hide a "
+                "message while its handler runs: give the worker a visibility timeout"
+            )
+        self.visibility_timeout = timeout
+        keeper = self._keeper = LeaseKeeper(self.queue, self.metrics)
+        outcome = _Outcome(keeper, self.metrics, config)
+        slots: ThreadSlots | AsyncSlots
+        if is_async(handler):
+            slots = AsyncSlots(handler, outcome, config.concurrency)
+        else:
+            slots = ThreadSlots(handler, outcome, config.concurrency)
+        server = self._serve_metrics()
+        keeper.start()
+        slots.start()
+        receiver = threading.Thread(
+            target=self._receive_loop, args=(keeper, slots, timeout), name="smq-receiver", daemon=True
+        )
+        receiver.start()
+        log.info(
+            "worker on queue %r: %s handler, concurrency %d, up to %d messages held, visibility timeout %d s",
+            self.queue.name,
+            "async" if is_async(handler) else "sync",
+            config.concurrency,
+            config.max_held,
+            timeout,
+        )
+        try:
+            while not self._stop.wait(0.25):
+                pass
+        finally:
+            self._shut_down(keeper, slots, receiver, server)
+
+    def _serve_metrics(self) -> Any:
+        port = self.config.metrics_port
+        if port is None:
+            return None
+        server, bound = self.metrics.serve(self.config.metrics_host, port)
+        host = self.config.metrics_host
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        self.metrics_url = f"http://{shown}:{bound}/metrics"
+        log.info("metrics on %s", self.metrics_url)
+        return server
+
+    def _receive_loop(self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, timeout: int) -> None:
+        config = self.config
+        stopping = self._stop.is_set
+        errors = 0
+        while not stopping():
+            room = keeper.wait_for_room(config.max_held, stopping)
+            if room <= 0:
+                return
+            received = time.monotonic()
+            try:
+                messages = self.queue._receive(
+                    min(room, MAX_BATCH), timeout * 1000, config.wait_time_seconds, stop=stopping
+                )
+            except SmqError as error:
+                pause = _ERROR_PAUSES[min(errors, len(_ERROR_PAUSES) - 1)]
+                errors += 1
+                self.metrics.redis_errors.inc()
+                log.warning(
+                    "receive from queue %r failed, again in %.1f s: %s", self.queue.name, pause, error
+                )
+                self._stop.wait(pause)
+                continue
+            errors = 0
+            # Held from here on: a stop now releases them with the others.
+            for lease in keeper.add(messages, timeout, received):
+                slots.submit(lease)
+            if not messages and config.wait_time_seconds == 0:
+                self._stop.wait(0.5)
+
+    def _shut_down(
+        self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, receiver: threading.Thread, server: Any
+    ) -> None:
+        self._stop.set()
+        self.client._waker.interrupt()  # a long poll in progress returns at once
+        receiver.join(_FLUSH_TIMEOUT)
+        released = keeper.release_waiting()
+        running = keeper.running()
+        log.info(
+            "worker on queue %r stopping: released %d unstarted messages; %d handlers running",
+            self.queue.name,
+            released,
+            running,
+        )
+        if running and not self._now:
+            grace = self.config.grace_period
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and not self._now:
+                if keeper.wait_idle(min(0.25, deadline - time.monotonic())):
+                    break
+        late = keeper.release_running()
+        if late:
+            log.warning("released %d messages whose handlers did not finish in time", late)
+        slots.stop()
+        left = keeper.close(_FLUSH_TIMEOUT)
+        if left:
+            log.warning("%d messages not released: they come back when their timeouts run out", left)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            self.metrics_url = None
+        log.info("worker on queue %r stopped", self.queue.name)
