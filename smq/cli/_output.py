@@ -36,7 +36,8 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> Non
     values = [list(row) for row in rows]
     cells = [[_cell(value) for value in row] for row in values]
     numeric = [
-        bool(values) and all(row[i] is None or _is_number(row[i]) for row in values)
+        any(_is_number(row[i]) for row in values)
+        and all(row[i] is None or _is_number(row[i]) for row in values)
         for i in range(len(headers))
     ]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
