@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import _demo, _dlq, _messages, _peek, _queues, _serve, _top  # noqa: F401  (each module adds its commands to main)
+from . import _demo, _dlq, _messages, _peek, _queues, _serve, _top, _worker  # noqa: F401
 from ._base import main
 
 __all__ = ["main"]
