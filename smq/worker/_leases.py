@@ -298,6 +298,8 @@ class LeaseKeeper:
         now = time.monotonic()
         calls: list[tuple[Lease, int]] = []
         for lease in leases:
+            if lease.state == DONE:
+                continue  # deleted or released earlier in this round
             left = math.floor(lease.ceiling - now)
             seconds = min(lease.timeout, left)
             if seconds < 1:
@@ -323,6 +325,8 @@ class LeaseKeeper:
         with self._cond:
             for i, (lease, seconds) in enumerate(chunk):
                 failure = failures.get(i)
+                if lease.state == DONE:
+                    continue  # deleted or released while the call was on its way
                 if failure is None:
                     lease.deadline = sent + seconds
                     lease.retry_at = 0.0

@@ -14,7 +14,7 @@ from .._client import Client
 from .._errors import InvalidParameter, SmqError
 from .._queue import MAX_BATCH, Queue
 from ._config import WorkerConfig
-from ._leases import LeaseKeeper
+from ._leases import CEILING_SECONDS, LeaseKeeper
 from ._metrics import WorkerMetrics
 from ._slots import AsyncSlots, Handler, ThreadSlots, _Outcome, is_async
 
@@ -65,6 +65,8 @@ class Worker:
         """``http://host:port/metrics`` while the metrics server runs."""
         self._keeper: LeaseKeeper | None = None
         self.metrics = WorkerMetrics(self.queue.name, self._held, self._busy)
+
+    _ceiling: float = CEILING_SECONDS  # tests shorten it; Redis enforces the real one
 
     def __repr__(self) -> str:
         return f"<smq.Worker of {self.queue.name!r}>"
@@ -146,7 +148,7 @@ class Worker:
                 "message while its handler runs: give the worker a visibility timeout"
             )
         self.visibility_timeout = timeout
-        keeper = self._keeper = LeaseKeeper(self.queue, self.metrics)
+        keeper = self._keeper = LeaseKeeper(self.queue, self.metrics, self._ceiling)
         outcome = _Outcome(keeper, self.metrics, config)
         slots: ThreadSlots | AsyncSlots
         if is_async(handler):

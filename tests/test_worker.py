@@ -1,0 +1,275 @@
+"""The worker runner in-process on a real Redis: leases, heartbeat batches, metrics, errors."""
+
+from __future__ import annotations
+
+import logging
+import queue as queues
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+import smq
+from smq.cli import main
+from smq.embedded import EmbeddedRedis
+from smq.worker import load_handler
+from worker_support import wait_for
+
+
+class CountingQueue(smq.Queue):
+    """A real queue that also notes the size of each visibility batch the worker sends."""
+
+    __slots__ = ("batches",)
+
+    def __init__(self, client: smq.Client, name: str) -> None:
+        super().__init__(client, name)
+        self.batches: list[list[int]] = []
+
+    def change_visibility_batch(self, entries: Sequence[smq.ChangeEntry]) -> smq.BatchResult[str]:
+        self.batches.append([entry.visibility_timeout for entry in entries])
+        return super().change_visibility_batch(entries)
+
+
+class Running:
+    """A worker run on a thread of the test, stopped (and joined) at the end."""
+
+    def __init__(self, worker: smq.Worker) -> None:
+        self.worker = worker
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        wait_for(lambda: worker._keeper is not None or self.error, 10, "the worker to start")
+
+    def _run(self) -> None:
+        try:
+            self.worker.run(install_signal_handlers=False)
+        except BaseException as error:
+            self.error = error
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[[smq.Worker], Running]]:
+    started: list[Running] = []
+
+    def start(worker: smq.Worker) -> Running:
+        run = Running(worker)
+        started.append(run)
+        return run
+
+    yield start
+    for run in started:
+        if run.thread.is_alive():
+            run.worker.stop(now=True)
+            run.thread.join(30)
+
+
+def _metric(worker: smq.Worker, name: str, **labels: str) -> float:
+    value = worker.metrics.registry.get_sample_value(name, {"queue": worker.queue.name, **labels})
+    return value or 0.0
+
+
+def test_a_stale_receipt_tells_the_handler_and_the_worker_never_deletes(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    jobs = redis_client.create_queue("jobs", visibility_timeout=2)
+    jobs.send("work")
+    handed: queues.Queue[smq.Job] = queues.Queue()
+    finished = threading.Event()
+
+    def handle(job: smq.Job) -> None:
+        handed.put(job)
+        job.wait_lost(20)
+        finished.set()
+        job.raise_if_lost()
+
+    worker = smq.Worker(redis_client, "jobs", handle, config=smq.WorkerConfig(prefetch=0))
+    running(worker)
+    job = handed.get(timeout=10)
+    # Another consumer takes the message: the worker's receipt is stale from now on.
+    jobs.change_visibility(job.message, 0)
+    (taken,) = jobs.receive(1, visibility_timeout=60)
+    assert taken.message_id == job.message_id
+    assert finished.wait(10)
+    assert job.lease_lost and "stale receipt" in job.lost_reason
+    with pytest.raises(smq.LeaseLost):
+        job.raise_if_lost()
+    wait_for(lambda: _metric(worker, "smq_worker_messages_total", outcome="lost") == 1, 5, "the lost outcome")
+    assert _metric(worker, "smq_worker_lost_leases_total") == 1
+    time.sleep(0.5)  # a delete would have been sent by now
+    assert jobs.attributes().counters.get("deleted", 0) == 0
+    assert jobs.delete(taken)  # the new holder's receipt still deletes: the worker left it alone
+
+
+def test_the_heartbeat_extends_held_messages_in_batches_of_ten(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    redis_client.create_queue("jobs", visibility_timeout=2)
+    jobs = CountingQueue(redis_client, "jobs")
+    for i in range(10):
+        jobs.send(str(i))
+    done: list[str] = []
+
+    def handle(job: smq.Job) -> None:
+        time.sleep(3.5)
+        done.append(job.body)
+
+    worker = smq.Worker(redis_client, jobs, handle, config=smq.WorkerConfig(concurrency=5, prefetch=5))
+    run = running(worker)
+    wait_for(lambda: len(done) == 10, 20, "ten messages")  # two rounds of five: about 7 s
+    run.stop()
+    info = jobs.attributes()
+    assert info.counters.get("visibility_expired", 0) == 0
+    assert info.counters["deleted"] == 10
+    sizes = [len(batch) for batch in jobs.batches]
+    assert max(sizes) == 10  # all ten held messages in one call, running or waiting
+    assert sum(sizes) == info.counters["visibility_changed"]
+    assert len(jobs.batches) <= 8
+
+
+def test_the_heartbeat_stops_at_the_ceiling_with_a_log_line_and_a_metric(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    jobs = redis_client.create_queue("jobs", visibility_timeout=2)
+    jobs.send("long")
+    release = threading.Event()
+    worker = smq.Worker(
+        redis_client, "jobs", lambda job: release.wait(30), config=smq.WorkerConfig(prefetch=0)
+    )
+    worker._ceiling = 8.5  # seconds after the receive, less the 5 s margin: 3.5 s
+    with caplog.at_level(logging.WARNING, logger="smq.worker"):
+        running(worker)
+        wait_for(lambda: _metric(worker, "smq_worker_visibility_ceiling_reached_total") == 1, 10, "the cap")
+        # No longer extended: it comes back to other consumers while the handler still runs.
+        again = wait_for(lambda: jobs.receive(1), 10, "the message to come back")
+    release.set()
+    assert again[0].receive_count == 2
+    assert any("12-hour visibility ceiling" in record.getMessage() for record in caplog.records)
+    assert _metric(worker, "smq_worker_visibility_extensions_total") >= 1
+
+
+def test_metrics_are_served_for_prometheus(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    jobs = redis_client.create_queue("jobs")
+    for body in ("ok", "ok", "fail", "hold"):
+        jobs.send(body)
+    release = threading.Event()
+
+    def handle(job: smq.Job) -> None:
+        if job.body == "fail":
+            raise ValueError("no")
+        if job.body == "hold":
+            release.wait(30)
+
+    config = smq.WorkerConfig(concurrency=2, metrics_port=0, metrics_host="127.0.0.1", backoff=60)
+    worker = smq.Worker(redis_client, "jobs", handle, config=config)
+    run = running(worker)
+    wait_for(lambda: _metric(worker, "smq_worker_processing_seconds_count") == 3, 10, "three messages")
+    assert worker.metrics_url is not None
+    with urllib.request.urlopen(worker.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    samples = {
+        (sample.name, sample.labels.get("outcome", "")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.labels.get("queue") == "jobs"
+    }
+    assert samples[("smq_worker_messages_total", "succeeded")] == 2
+    assert samples[("smq_worker_messages_total", "failed")] == 1
+    assert samples[("smq_worker_processing_seconds_count", "")] == 3
+    assert samples[("smq_worker_messages_in_flight", "")] == 1  # "hold" (the failed one is back in the queue)
+    assert samples[("smq_worker_handlers_running", "")] == 1
+    assert samples[("smq_worker_lost_leases_total", "")] == 0
+    assert ("smq_worker_visibility_extensions_total", "") in samples
+    release.set()
+    run.stop()
+    assert worker.metrics_url is None
+
+
+def test_a_worker_can_be_stopped_from_another_thread_while_it_long_polls(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    redis_client.create_queue("jobs")
+    run = running(smq.Worker(redis_client, "jobs", lambda job: None))
+    time.sleep(0.3)  # in its 20 s long poll by now
+    stopped = time.monotonic()
+    run.stop()
+    assert time.monotonic() - stopped < 2
+
+
+def test_the_decorator_registers_the_handler(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    jobs = redis_client.create_queue("jobs")
+    jobs.send("hello")
+    worker = smq.Worker(redis_client, "jobs")
+    seen: list[str] = []
+
+    @worker.handler
+    def handle(job: smq.Job) -> None:
+        seen.append(job.body)
+
+    running(worker)
+    wait_for(lambda: seen == ["hello"], 10, "the message")
+
+
+def test_run_refuses_a_missing_queue_a_zero_timeout_and_no_handler(redis_client: smq.Client) -> None:
+    with pytest.raises(smq.QueueDoesNotExist):
+        smq.Worker(redis_client, "nope", lambda job: None).run(install_signal_handlers=False)
+    redis_client.create_queue("instant", visibility_timeout=0)
+    with pytest.raises(smq.InvalidParameter, match="visibility timeout of 0"):
+        smq.Worker(redis_client, "instant", lambda job: None).run(install_signal_handlers=False)
+    with pytest.raises(smq.InvalidParameter, match="no handler"):
+        smq.Worker(redis_client, "instant").run(install_signal_handlers=False)
+
+
+def test_worker_config_checks_its_values_and_doubles_the_backoff() -> None:
+    config = smq.WorkerConfig(concurrency=4, backoff=2, max_backoff=10)
+    assert config.max_held == 8
+    assert [config.retry_delay(n) for n in (1, 2, 3, 4, 50)] == [2, 4, 8, 10, 10]
+    assert smq.WorkerConfig(concurrency=2, prefetch=0).max_held == 2
+    assert smq.WorkerConfig(backoff=0).retry_delay(5) == 0
+    for bad in ({"concurrency": 0}, {"visibility_timeout": 0}, {"visibility_timeout": 43201},
+                {"wait_time_seconds": 21}, {"grace_period": -1}, {"prefetch": -1}):  # fmt: skip
+        with pytest.raises(smq.InvalidParameter):
+            smq.WorkerConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_load_handler_names_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tasks_here.py").write_text("def handle(job):\n    pass\nvalue = 3\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_handler("tasks_here:handle").__name__ == "handle"
+    for spec, words in [
+        ("tasks_here", "MODULE:FUNCTION"),
+        ("no_such_module_here:handle", "cannot import"),
+        ("tasks_here:nothing", "has no 'nothing'"),
+        ("tasks_here:value", "not a function"),
+    ]:
+        with pytest.raises(smq.InvalidParameter, match=words):
+            load_handler(spec)
+
+
+def test_the_cli_reports_a_bad_handler_or_a_missing_queue_in_one_line(
+    redis_client: smq.Client, redis_server: EmbeddedRedis
+) -> None:
+    runner = CliRunner()
+    for args, words in [
+        (["no_such_module_here:handle", "--queue", "jobs"], "cannot import"),
+        (["json:dumps", "--queue", "missing"], "missing"),
+        (["json:dumps", "--queue", "jobs", "--concurrency", "0"], "0"),
+    ]:
+        result = runner.invoke(main, ["worker", *args, "--redis-url", redis_server.url])
+        assert result.exit_code in (1, 2), result.output
+        lines = result.output.strip().splitlines()
+        assert lines and words in lines[-1]
+        assert "Traceback" not in result.output
