@@ -12,8 +12,7 @@ from click.testing import CliRunner, Result
 
 import smq
 from smq.cli import _dlq, main
-
-from conftest import EmbeddedRedis
+from smq.embedded import EmbeddedRedis
 
 Smq = Callable[..., Result]
 

@@ -10,8 +10,7 @@ from click.testing import CliRunner, Result
 
 import smq
 from smq.cli import main
-
-from conftest import EmbeddedRedis
+from smq.embedded import EmbeddedRedis
 
 Smq = Callable[..., Result]
 

@@ -23,16 +23,14 @@ def dlq() -> None:
 
 @dlq.command()
 @click.argument("name", metavar="DLQ")
-@click.option(
-    "--to", "destination", metavar="QUEUE", help="Move every message here, not to the queue it came from."
-)
+@click.option("--to", metavar="QUEUE", help="Move every message here, not to the queue it came from.")
 @click.option("--limit", type=click.IntRange(1, 10**9), help="Move at most this many messages.")
 @click.option("--dry-run", is_flag=True, help="Move nothing; say how many would move, and where.")
 @redis_options
 @json_option
 def redrive(
     name: str,
-    destination: str | None,
+    to: str | None,
     limit: int | None,
     dry_run: bool,
     redis_url: str | None,
@@ -50,6 +48,7 @@ def redrive(
     smq dlq redrive jobs-dlq --dry-run
     smq dlq redrive jobs-dlq --limit 100
     """
+    destination = to
     with open_client(redis_url, cluster, data_dir) as client:
         if dry_run:
             _dry_run(client, name, destination, limit, as_json)

@@ -49,7 +49,6 @@ def _attributes(values: tuple[str, ...]) -> dict[str, str]:
 @click.argument("body", required=False)
 @click.option(
     "--file",
-    "path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Send the text of this file as one message.",
 )
@@ -57,7 +56,6 @@ def _attributes(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--delay", type=click.IntRange(0, 900), help="Seconds before the message can be received.")
 @click.option(
     "--attribute",
-    "attribute_values",
     multiple=True,
     metavar="NAME=VALUE",
     help="A String message attribute; repeat for more.",
@@ -67,10 +65,10 @@ def _attributes(values: tuple[str, ...]) -> dict[str, str]:
 def send(
     queue_name: str,
     body: str | None,
-    path: Path | None,
+    file: Path | None,
     lines: bool,
     delay: int | None,
-    attribute_values: tuple[str, ...],
+    attribute: tuple[str, ...],
     redis_url: str | None,
     cluster: bool,
     data_dir: Path,
@@ -87,10 +85,11 @@ def send(
     lines that could not be sent are named on stderr and the exit status is 1.
     """
     from_stdin = lines or body == "-"
+    path = file
     given = sum([body is not None and body != "-", path is not None, from_stdin])
     if given != 1:
         raise click.UsageError("give one of: a BODY, --file PATH, or --lines (BODY '-')")
-    attributes = _attributes(attribute_values)
+    attributes = _attributes(attribute)
     with open_client(redis_url, cluster, data_dir) as client:
         queue = client.get_queue(queue_name)
         if from_stdin:

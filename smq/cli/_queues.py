@@ -39,7 +39,6 @@ def _setting_options(command: F) -> F:
         options.append(
             click.option(
                 f"--{flag}",
-                field,
                 type=click.IntRange(low, high),
                 default=None,
                 help=f"{text} {low}-{high}; default {default}.",
@@ -56,7 +55,6 @@ def _setting_options(command: F) -> F:
         ),
         click.option(
             "--tag",
-            "tags",
             multiple=True,
             metavar="KEY=VALUE",
             help="A tag of the queue; repeat for more.",
@@ -78,7 +76,13 @@ def _tags(values: tuple[str, ...]) -> dict[str, str]:
 
 
 def _given(options: dict[str, Any]) -> dict[str, Any]:
-    return {field: options[field] for field, _ in _SETTING_FLAGS.values() if options[field] is not None}
+    """The QueueConfig settings among the options given (each option is named for its flag,
+    so that its environment variable is too)."""
+    return {
+        field: options[flag.replace("-", "_")]
+        for flag, (field, _) in _SETTING_FLAGS.items()
+        if options[flag.replace("-", "_")] is not None
+    }
 
 
 @main.group()
@@ -95,7 +99,7 @@ def create(
     name: str,
     dead_letter_queue: str | None,
     max_receive_count: int | None,
-    tags: tuple[str, ...],
+    tag: tuple[str, ...],
     redis_url: str | None,
     cluster: bool,
     data_dir: Path,
@@ -115,7 +119,7 @@ def create(
         settings["redrive_policy"] = RedrivePolicy(dead_letter_queue, max_receive_count)
     with open_client(redis_url, cluster, data_dir) as client:
         existed = client.queue_exists(name)
-        made = client.create_queue(name, tags=_tags(tags), **settings)
+        made = client.create_queue(name, tags=_tags(tag), **settings)
         info = made.attributes()
     if as_json:
         print_json({"name": name, "created": not existed, "settings": _settings_json(info.config)})
@@ -255,7 +259,7 @@ def set_(
     name: str,
     dead_letter_queue: str | None,
     max_receive_count: int | None,
-    tags: tuple[str, ...],
+    tag: tuple[str, ...],
     no_dead_letter_queue: bool,
     untag: tuple[str, ...],
     redis_url: str | None,
@@ -274,7 +278,7 @@ def set_(
     redrive = dead_letter_queue is not None or max_receive_count is not None
     if no_dead_letter_queue and redrive:
         raise click.UsageError("--no-dead-letter-queue excludes --dead-letter-queue and --max-receive-count")
-    new_tags = _tags(tags)
+    new_tags = _tags(tag)
     if not settings and not redrive and not no_dead_letter_queue and not new_tags and not untag:
         raise click.UsageError("nothing to change: give a setting, --tag or --untag")
     with open_client(redis_url, cluster, data_dir) as client:
