@@ -1,0 +1,212 @@
+"""Throughput and heartbeat cost of the worker runner (`smq worker`, `smq.Worker`).
+
+The baseline is the loop a user would write by hand with the core API in one
+process: receive 10 (long poll), delete those 10 in one batch. Against it, the
+runner with a handler that does nothing: in-process with 1 and 8 handler
+threads, 8 async tasks, and 1 and 2 `smq worker` processes. Each case drains
+the same number of preloaded 100-byte messages from its own queue on one
+freshly started Redis (TCP on 127.0.0.1); the figure is messages deleted per
+second, from the first delete to the last (start-up excluded). The ratio says what the
+runner's heartbeat, threads and bookkeeping cost against the bare loop.
+
+Then the heartbeat alone: one `smq worker` process holds --held messages
+(async handlers that sleep) under a 2 s visibility timeout, so each is
+extended about once a second; we count extension calls and messages extended
+per second, and the worker's CPU.
+
+Run: ``.venv/bin/python bench/worker.py [--messages 20000] [--repeat 3] [--held 1000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import smq
+from smq.embedded import EmbeddedRedis, free_port
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
+HANDLERS = """
+import asyncio
+
+def noop(job):
+    pass
+
+async def hold(job):
+    await asyncio.sleep(3600)
+"""
+
+
+def _preload(client: smq.Client, name: str, count: int) -> smq.Queue:
+    client.delete_queue(name)
+    queue = client.create_queue(name, visibility_timeout=30)
+    for start in range(0, count, 10):
+        queue.send_batch([smq.SendEntry(str(i), BODY) for i in range(min(10, count - start))])
+    return queue
+
+
+def _deleted(queue: smq.Queue) -> int:
+    return queue.attributes().counters.get("deleted", 0)
+
+
+def _drain_rate(queue: smq.Queue, count: int, timeout: float = 600) -> float:
+    """Messages deleted per second, from the first delete seen to the last (start-up excluded)."""
+    deadline = time.monotonic() + timeout
+    first: tuple[float, int] | None = None
+    while True:
+        deleted = _deleted(queue)
+        now = time.monotonic()
+        if first is None and deleted > 0:
+            first = (now, deleted)
+        if deleted >= count and first is not None:
+            return (count - first[1]) / (now - first[0])
+        if now > deadline:
+            raise RuntimeError(f"{queue.name}: only {deleted} of {count} deleted")
+        time.sleep(0.01)
+
+
+def hand_loop(client: smq.Client, queue: smq.Queue, count: int) -> float:
+    started = time.monotonic()
+    done = 0
+    while done < count:
+        messages = queue.receive(10, wait_time_seconds=1)
+        if messages:
+            queue.delete_batch([smq.DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(messages)])
+            done += len(messages)
+    return count / (time.monotonic() - started)
+
+
+def in_process(handler: Callable[[smq.Job], Any], concurrency: int) -> Callable[..., float]:
+    def run(client: smq.Client, queue: smq.Queue, count: int) -> float:
+        config = smq.WorkerConfig(concurrency=concurrency, prefetch=10)
+        worker = smq.Worker(client, queue, handler, config=config)
+        thread = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+        thread.start()
+        rate = _drain_rate(queue, count)
+        worker.stop()
+        thread.join(60)
+        return rate
+
+    return run
+
+
+def processes(folder: Path, url: str, n: int, concurrency: int) -> Callable[..., float]:
+    def run(client: smq.Client, queue: smq.Queue, count: int) -> float:
+        workers = [_spawn(folder, url, queue.name, "bench_handlers:noop", concurrency) for _ in range(n)]
+        try:
+            return _drain_rate(queue, count)
+        finally:
+            for worker in workers:
+                worker.terminate()
+                worker.wait(60)
+
+    return run
+
+
+def _spawn(folder: Path, url: str, queue: str, handler: str, concurrency: int, *args: str) -> Any:
+    command = [sys.executable, "-m", "smq", "worker", handler, "--queue", queue, "--redis-url", url]
+    command += ["--concurrency", str(concurrency), "--prefetch", "10", "--log-level", "warning", *args]
+    return subprocess.Popen(command, cwd=folder, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def heartbeat(client: smq.Client, folder: Path, url: str, held: int, seconds: float) -> dict[str, float]:
+    queue = _preload(client, "bench-heartbeat", held)
+    worker = _spawn(
+        folder, url, queue.name, "bench_handlers:hold", held, "--prefetch", "0", "--visibility-timeout", "2"
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while queue.attributes().in_flight < held:
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise RuntimeError("the worker did not take every message")
+            time.sleep(0.05)
+        time.sleep(2.5)  # into the steady state
+        changed, cpu, started = _changed(queue), _cpu_seconds(worker.pid), time.monotonic()
+        time.sleep(seconds)
+        elapsed = time.monotonic() - started
+        extended = (_changed(queue) - changed) / elapsed
+        cpu_share = (_cpu_seconds(worker.pid) - cpu) / elapsed
+        info = queue.attributes()
+        expired = info.counters.get("visibility_expired", 0)
+    finally:
+        worker.terminate()
+        worker.wait(60)
+    return {"held": held, "extended_per_s": extended, "worker_cpu": cpu_share, "expired": expired}
+
+
+def _changed(queue: smq.Queue) -> int:
+    return queue.attributes().counters.get("visibility_changed", 0)
+
+
+async def _noop_async(job: smq.Job) -> None:
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--held", type=int, default=1000)
+    parser.add_argument("--heartbeat-seconds", type=float, default=10)
+    parser.add_argument("--redis-server", default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp)
+        (folder / "bench_handlers.py").write_text(HANDLERS)
+        server = EmbeddedRedis(folder / "redis", port=free_port(), server=args.redis_server)
+        with server, smq.Client(server.url) as client:
+            cases: dict[str, Callable[..., float]] = {
+                "hand-written loop (receive 10, delete batch)": hand_loop,
+                "smq.Worker, 1 thread": in_process(lambda job: None, 1),
+                "smq.Worker, 8 threads": in_process(lambda job: None, 8),
+                "smq.Worker, 8 async tasks": in_process(_noop_async, 8),
+                "smq worker, 1 process (8 threads)": processes(folder, server.url, 1, 8),
+                "smq worker, 2 processes (8 threads)": processes(folder, server.url, 2, 8),
+            }
+            rates: dict[str, list[float]] = {name: [] for name in cases}
+            for _ in range(args.repeat):
+                for n, (name, case) in enumerate(cases.items()):
+                    queue = _preload(client, f"bench-{n}", args.messages)
+                    rates[name].append(case(client, queue, args.messages))
+            beat = heartbeat(client, folder, server.url, args.held, args.heartbeat_seconds)
+    base = statistics.median(rates["hand-written loop (receive 10, delete batch)"])
+    print(f"\n{args.messages} messages per case, median of {args.repeat}\n")
+    print("| case | msgs/s | vs hand-written loop |\n|---|---:|---:|")
+    for name, values in rates.items():
+        median = statistics.median(values)
+        print(f"| {name} | {median:,.0f} | {median / base:.2f}x |")
+    print(
+        f"\nheartbeat: {beat['held']} messages held under a 2 s timeout: "
+        f"{beat['extended_per_s']:,.0f} extensions/s, worker CPU {beat['worker_cpu']:.0%} of a core, "
+        f"{beat['expired']} expired"
+    )
+    RESULTS.mkdir(exist_ok=True)
+    record = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "messages": args.messages,
+        "repeat": args.repeat,
+        "rates": rates,
+        "heartbeat": beat,
+    }
+    (RESULTS / "worker.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
