@@ -245,3 +245,52 @@ def test_change_visibility_with_a_stale_receipt_fails_with_one_line(cli: Smq, jo
     done = cli("change-visibility", "jobs", old.receipt_handle, "10")
     assert done.exit_code == 1
     assert done.stderr == "smq: receipt is stale: the message was received again since\n"
+
+
+def test_send_lines_of_more_than_1_mib_each_are_named_as_not_sent(cli: Smq, jobs: smq.Queue) -> None:
+    done = cli("send", "jobs", "--lines", "--json", input="small\n" + "x" * 1_100_000 + "\nsmall too\n")
+    assert done.exit_code == 1
+    reply = json.loads(done.stdout)
+    assert [s["line"] for s in reply["sent"]] == [1, 3]
+    assert [(f["line"], f["code"]) for f in reply["failed"]] == [(2, "BatchRequestTooLong")]
+
+
+@pytest.mark.parametrize(
+    ("error", "unknown", "unsent"),
+    [
+        (smq.OutcomeUnknown("connection lost"), list(range(11, 21)), []),
+        (smq.BackendError("refused"), [], list(range(11, 21))),
+    ],
+)
+def test_send_lines_stopped_by_redis_names_lines_sent_unknown_and_not_sent(
+    cli: Smq,
+    jobs: smq.Queue,
+    monkeypatch: pytest.MonkeyPatch,
+    error: smq.SmqError,
+    unknown: list[int],
+    unsent: list[int],
+) -> None:
+    real = smq.Queue.send_batch
+    calls = []
+
+    def failing_second_call(self: smq.Queue, entries: list[smq.SendEntry]) -> object:
+        calls.append(entries)
+        if len(calls) == 2:
+            raise error
+        return real(self, entries)
+
+    monkeypatch.setattr(smq.Queue, "send_batch", failing_second_call)
+    done = cli("send", "jobs", "--lines", "--json", input="".join(f"line {n}\n" for n in range(1, 31)))
+    assert done.exit_code == 1
+    reply = json.loads(done.stdout)
+    assert [s["line"] for s in reply["sent"]] == list(range(1, 11))
+    assert (reply["outcome_unknown"], reply["not_sent"], reply["not_read_after"]) == (unknown, unsent, 20)
+    (line,) = done.stderr.splitlines()
+    if unknown:
+        assert line == (
+            "smq: stopped: connection lost; lines 11-20 may or may not have been sent; "
+            "no line after line 20 was sent"
+        )
+    else:
+        assert line == "smq: stopped: refused; lines 11-20 were not sent, nor any after line 20"
+    assert jobs.attributes().visible == 10

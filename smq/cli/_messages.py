@@ -13,7 +13,7 @@ from typing import IO, Any
 import click
 
 from .._config import MAX_VISIBILITY_TIMEOUT
-from .._errors import BatchError, ReceiptError, SmqError
+from .._errors import BatchRequestTooLong, OutcomeUnknown, ReceiptError, SmqError
 from .._message import MessageAttribute, SendEntry
 from .._queue import MAX_BATCH, MAX_WAIT_SECONDS, Queue
 from ._base import fail, main
@@ -137,49 +137,90 @@ def _stdin_size(stream: IO[str]) -> int | None:
     return status.st_size if stat.S_ISREG(status.st_mode) and status.st_size else None
 
 
+class _Stopped(Exception):
+    """Redis failed during a batch: which lines may have been sent, which were not."""
+
+    def __init__(self, error: SmqError, unknown: list[int], unsent: list[int]) -> None:
+        super().__init__(str(error))
+        self.unknown = unknown
+        self.unsent = unsent
+
+
+def _send_batch(
+    queue: Queue, entries: list[SendEntry], sent: list[dict[str, Any]], failed: list[dict[str, Any]]
+) -> None:
+    """Send one batch (one by one if it is too large together), recording each line's outcome."""
+    calls = [entries]
+    i = 0
+    while i < len(calls):
+        call = calls[i]
+        try:
+            result = queue.send_batch(call)
+        except BatchRequestTooLong as error:
+            if len(call) > 1:  # over 1 MiB together: each on its own
+                calls[i : i + 1] = [[entry] for entry in call]
+            else:
+                failed.append({"line": int(call[0].id), "code": type(error).__name__, "message": str(error)})
+                i += 1
+            continue
+        except SmqError as error:
+            lines = [int(entry.id) for entry in call]
+            later = [int(entry.id) for rest in calls[i + 1 :] for entry in rest]
+            if isinstance(error, OutcomeUnknown):
+                raise _Stopped(error, lines, later) from error
+            raise _Stopped(error, [], lines + later) from error
+        sent += [{"line": int(ok.id), "message_id": ok.message_id} for ok in result.successful]
+        failed += [{"line": int(bad.id), "code": bad.code, "message": bad.message} for bad in result.failed]
+        i += 1
+
+
 def _send_lines(
     queue: Queue, stream: IO[str], delay: int | None, attributes: dict[str, str], as_json: bool
 ) -> None:
     sent: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
-    bar: Any = nullcontext()
+    batches = _batches(stream)
+    bar: Any = nullcontext(batches)
+    by_bytes = False
     if sys.stderr.isatty():
-        # By bytes when stdin is a file of known size; else a count of lines.
+        # By bytes when stdin is a file of known size; else the number of the last line sent.
         size = _stdin_size(stream)
-        bar = click.progressbar(length=size, label="sending", file=sys.stderr, show_pos=size is None)
-    last_line = 0
+        if size:
+            bar, by_bytes = click.progressbar(length=size, label="sending", file=sys.stderr), True
+        else:
+            bar = click.progressbar(batches, label="sending", file=sys.stderr, item_show_func=_line_of)
     with bar as progress:
-        try:
-            for batch in _batches(stream):
-                entries = [SendEntry(str(n), text, delay, attributes or None) for n, text in batch]
-                try:
-                    result = queue.send_batch(entries)
-                except BatchError:
-                    # Too large together (over 1 MiB): one at a time, each on its own.
-                    results = [queue.send_batch([entry]) for entry in entries]
-                    successful = [ok for r in results for ok in r.successful]
-                    failures = [bad for r in results for bad in r.failed]
+        for batch in batches if by_bytes else progress:
+            entries = [SendEntry(str(n), text, delay, attributes or None) for n, text in batch]
+            try:
+                _send_batch(queue, entries, sent, failed)
+            except _Stopped as stop:
+                # Redis failed mid-way: name the lines sent, those that may have been, and the rest.
+                last = batch[-1][0]
+                _report_lines(sent, failed, as_json, stop=stop, last=last)
+                parts = [f"stopped: {stop}"]
+                if stop.unknown:
+                    parts.append(f"lines {_listed(stop.unknown)} may or may not have been sent")
+                if stop.unsent:
+                    parts.append(f"lines {_listed(stop.unsent)} were not sent, nor any after line {last}")
                 else:
-                    successful, failures = result.successful, result.failed
-                sent += [{"line": int(ok.id), "message_id": ok.message_id} for ok in successful]
-                failed += [
-                    {"line": int(bad.id), "code": bad.code, "message": bad.message} for bad in failures
-                ]
-                last_line = batch[-1][0]
-                if progress is not None:
-                    progress.update(
-                        sum(len(text.encode()) + 1 for _, text in batch) if progress.length else len(batch)
-                    )
-        except SmqError as error:
-            # Redis failed mid-way: say exactly which lines went and which did not.
-            _report_lines(sent, failed, as_json)
-            fail(
-                f"stopped after line {last_line}: {error}; lines up to {last_line} are reported above, "
-                f"lines after it were not sent (the batch after line {last_line} may or may not have been)"
-            )
+                    parts.append(f"no line after line {last} was sent")
+                fail("; ".join(parts))
+            if by_bytes:
+                progress.update(sum(len(text.encode()) + 1 for _, text in batch))
     _report_lines(sent, failed, as_json)
     if failed:
         fail(f"{len(failed)} of {len(sent) + len(failed)} lines not sent (lines {_numbers(failed)})")
+
+
+def _line_of(batch: list[tuple[int, str]] | None) -> str | None:
+    return f"line {batch[-1][0]}" if batch else None
+
+
+def _listed(numbers: list[int]) -> str:
+    if len(numbers) > 1 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ", ".join(map(str, numbers))
 
 
 def _numbers(items: list[dict[str, Any]]) -> str:
@@ -187,11 +228,23 @@ def _numbers(items: list[dict[str, Any]]) -> str:
     return ", ".join(numbers[:20]) + (f" and {len(numbers) - 20} more" if len(numbers) > 20 else "")
 
 
-def _report_lines(sent: list[dict[str, Any]], failed: list[dict[str, Any]], as_json: bool) -> None:
+def _report_lines(
+    sent: list[dict[str, Any]],
+    failed: list[dict[str, Any]],
+    as_json: bool,
+    *,
+    stop: _Stopped | None = None,
+    last: int = 0,
+) -> None:
     sent.sort(key=lambda item: int(item["line"]))
     failed.sort(key=lambda item: int(item["line"]))
     if as_json:
-        print_json({"sent": sent, "failed": failed})
+        report: dict[str, Any] = {"sent": sent, "failed": failed}
+        if stop is not None:
+            report.update(
+                error=str(stop), outcome_unknown=stop.unknown, not_sent=stop.unsent, not_read_after=last
+            )
+        print_json(report)
     else:
         click.echo(f"sent {len(sent)} messages")
     for item in failed:
