@@ -34,6 +34,9 @@ CEILING_SECONDS = 43200
 """No receipt hides a message longer than 12 hours after its receive."""
 _CEILING_MARGIN = 5.0  # seconds kept from the ceiling: clocks of two machines drift
 _RETRY_DELAY = 1.0  # seconds before a failed Redis call is tried again
+# Deletes and releases wait this long for company, so that a busy worker
+# sends full batches of 10 rather than many calls of one.
+_LINGER = 0.002
 
 WAITING, RUNNING, FINISHING, DONE = "waiting", "running", "finishing", "done"
 
@@ -76,6 +79,7 @@ class LeaseKeeper:
         self._deletes: list[Lease] = []
         self._changes: list[tuple[Lease, int]] = []
         self._actions_at = 0.0  # after a failed delete or release: not before this
+        self._pending_since = 0.0  # when the oldest queued delete or release was queued
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="smq-leases", daemon=True)
 
@@ -114,6 +118,7 @@ class LeaseKeeper:
             # Also after a timeout ran out unnoticed: the newest receipt still
             # deletes, and a stale one is ignored by the script (fencing).
             lease.state = FINISHING
+            self._queued()
             self._deletes.append(lease)
             self._cond.notify_all()
 
@@ -128,6 +133,7 @@ class LeaseKeeper:
                 return
             self._metrics.outcome("failed")
             lease.state = FINISHING
+            self._queued()
             self._changes.append((lease, retry_delay))
             self._cond.notify_all()
 
@@ -150,6 +156,7 @@ class LeaseKeeper:
                 if lease.stale:
                     self._finish(lease)
                 else:
+                    self._queued()
                     self._changes.append((lease, 0))
             self._cond.notify_all()
             return len(chosen)
@@ -201,6 +208,10 @@ class LeaseKeeper:
 
     # -- the keeper thread -------------------------------------------------------
 
+    def _queued(self) -> None:
+        if not self._deletes and not self._changes:
+            self._pending_since = time.monotonic()
+
     def _finish(self, lease: Lease) -> None:
         lease.state = DONE
         self._leases.pop(lease.receipt, None)
@@ -224,7 +235,11 @@ class LeaseKeeper:
         """Wait (holding the lock) until something is due; None when closed and done."""
         while True:
             now = time.monotonic()
-            actions_due = (self._deletes or self._changes) and now >= self._actions_at
+            pending = len(self._deletes) + len(self._changes)
+            actions_at = max(self._actions_at, self._pending_since + _LINGER)
+            if pending >= MAX_BATCH or self._closing:
+                actions_at = self._actions_at
+            actions_due = pending > 0 and now >= actions_at
             if self._closing and not self._deletes and not self._changes:
                 return None
             extend_due = math.inf
@@ -234,8 +249,8 @@ class LeaseKeeper:
             if actions_due or extend_due <= now:
                 break
             wake = extend_due
-            if self._deletes or self._changes:
-                wake = min(wake, self._actions_at)
+            if pending:
+                wake = min(wake, actions_at)
             self._cond.wait(min(wake - now, 1.0))
         deletes: list[Lease] = []
         changes: list[tuple[Lease, int]] = []
