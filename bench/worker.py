@@ -194,7 +194,7 @@ def main() -> None:
         print(f"| {name} | {median:,.0f} | {median / base:.2f}x |")
     print(
         f"\nheartbeat: {beat['held']} messages held under a 2 s timeout: "
-        f"{beat['extended_per_s']:,.0f} extensions/s, worker CPU {beat['worker_cpu']:.0%} of a core, "
+        f"{beat['extended_per_s']:,.0f} extensions/s, worker CPU {beat['worker_cpu']:.1%} of a core, "
         f"{beat['expired']} expired"
     )
     RESULTS.mkdir(exist_ok=True)
