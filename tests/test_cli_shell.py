@@ -210,3 +210,27 @@ def test_cluster_without_a_url_is_refused_with_one_line(tmp_path: Path) -> None:
         1,
         "smq: --cluster needs --redis-url (the embedded Redis is not a cluster)\n",
     )
+
+
+def test_commands_that_start_the_embedded_redis_take_turns(tmp_path: Path) -> None:
+    import fcntl
+    import threading
+
+    (tmp_path / "redis").mkdir()
+    results: list[Any] = []
+    with open(tmp_path / "redis" / "cli.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a command running its own server holds it
+        command = threading.Thread(
+            target=lambda: results.append(
+                CliRunner().invoke(main, ["queue", "list", "--data-dir", str(tmp_path)])
+            )
+        )
+        command.start()
+        command.join(0.5)
+        assert command.is_alive() and not results  # waiting for its turn
+    command.join(30)
+    (done,) = results
+    assert done.exit_code == 0, done.output
+    waited, started = done.stderr.splitlines()
+    assert waited == f"smq: waiting for another smq command using the Redis in {tmp_path / 'redis'}"
+    assert started.startswith("smq: no Redis runs in")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import stat
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import nullcontext
@@ -132,8 +133,6 @@ def _stdin_size(stream: IO[str]) -> int | None:
         status = os.fstat(stream.fileno())
     except (OSError, ValueError, AttributeError):
         return None
-    import stat
-
     return status.st_size if stat.S_ISREG(status.st_mode) and status.st_size else None
 
 
