@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import smq
 from smq.cli import main
-from smq.embedded import EmbeddedRedis
+from smq.embedded import EmbeddedCluster, EmbeddedRedis
 from smq.worker import load_handler
 from worker_support import wait_for
 
@@ -273,3 +273,37 @@ def test_the_cli_reports_a_bad_handler_or_a_missing_queue_in_one_line(
         lines = result.output.strip().splitlines()
         assert lines and words in lines[-1]
         assert "Traceback" not in result.output
+
+
+@pytest.mark.cluster
+def test_a_worker_serves_a_queue_on_a_redis_cluster(
+    redis_cluster: EmbeddedCluster, running: Callable[[smq.Worker], Running]
+) -> None:
+    client = smq.Client(settings=smq.Settings(url=redis_cluster.url, cluster=True))
+    try:
+        for name in ("jobs", "jobs-dlq"):
+            client.delete_queue(name)
+        client.create_queue("jobs-dlq")
+        jobs = client.create_queue(
+            "jobs", visibility_timeout=1, redrive_policy=smq.RedrivePolicy("jobs-dlq", 2)
+        )
+        for i in range(20):
+            jobs.send("fail" if i == 0 else str(i))
+        done: list[str] = []
+
+        def handle(job: smq.Job) -> None:
+            if job.body == "fail":
+                raise ValueError("no")
+            time.sleep(1.5)  # past the 1 s timeout: the heartbeat keeps it
+            done.append(job.body)
+
+        config = smq.WorkerConfig(concurrency=10, backoff=0)
+        run = running(smq.Worker(client, "jobs", handle, config=config))
+        wait_for(lambda: len(done) == 19 and client.queue("jobs-dlq").attributes().visible == 1, 20, "all")
+        run.stop()
+        assert sorted(done, key=int) == [str(i) for i in range(1, 20)]
+        counters = jobs.attributes().counters
+        assert counters["deleted"] == 19
+        assert counters.get("visibility_expired", 0) == 0
+    finally:
+        client.close()
