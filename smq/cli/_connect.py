@@ -61,57 +61,69 @@ def _answers(socket_path: Path) -> bool:
 
 
 @contextmanager
-def open_client(redis_url: str | None, cluster: bool, data_dir: Path) -> Iterator[Client]:
-    """A client for one command; closes what it opened.
+def open_client(
+    redis_url: str | None, cluster: bool, data_dir: Path, *, long_running: bool = False
+) -> Iterator[Client]:
+    """A client for one command; closes what it opened (see :func:`redis_for`)."""
+    with redis_for(redis_url, cluster, data_dir, long_running=long_running) as url:
+        with Client(settings=Settings(url=url, cluster=cluster)) as client:
+            yield client
 
-    With a URL, a client on it. Without one, the embedded Redis of ``smq serve``
+
+@contextmanager
+def redis_for(
+    redis_url: str | None, cluster: bool, data_dir: Path, *, long_running: bool = False
+) -> Iterator[str]:
+    """The Redis URL a command uses; stops what it started.
+
+    With a URL, that one. Without one, the embedded Redis of ``smq serve``
     in ``data_dir/redis``: the running one if its socket answers, else one
-    started for this command alone (AOF keeps the data for the next command).
+    started for this command (AOF keeps the data for the next command). A
+    short command keeps the one it started to itself, and others wait their
+    turn; a ``long_running`` one (``smq serve``, ``smq worker``) shares it
+    with the commands that come while it runs, and stops it when it ends.
     """
     if redis_url:
-        with Client(settings=Settings(url=redis_url, cluster=cluster)) as client:
-            yield client
+        yield redis_url
         return
     if cluster:
         fail("--cluster needs --redis-url (the embedded Redis is not a cluster)")
     directory = data_dir / "redis"
     socket_path = directory / "redis.sock"
     directory.mkdir(parents=True, exist_ok=True)
-    # One redis-server per AOF: commands that start their own take turns. A
-    # server running under another command's lock is never shared, since that
-    # command stops it when it ends.
+    # One redis-server per AOF: commands that start their own take turns.
     with open(directory / "cli.lock", "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             click.echo(f"smq: waiting for another smq command using the Redis in {directory}", err=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
-        if _answers(socket_path):  # smq serve (or a redis-server of yours) runs there
+        if _answers(socket_path):  # smq serve, a worker, or a redis-server of yours runs there
             fcntl.flock(lock, fcntl.LOCK_UN)
-            with Client(settings=Settings(url=f"unix://{socket_path.resolve()}")) as client:
-                yield client
+            yield f"unix://{socket_path.resolve()}"
             return
-        yield from _embedded(directory)
+        yield from _embedded(directory, long_running, lambda: fcntl.flock(lock, fcntl.LOCK_UN))
 
 
-def _embedded(directory: Path) -> Iterator[Client]:
+def _embedded(directory: Path, long_running: bool, unlock: Callable[[], None]) -> Iterator[str]:
     from ..embedded import EmbeddedRedis
 
     try:
         server = EmbeddedRedis(directory)
     except FileNotFoundError as error:
         fail(str(error))
-    click.echo(
-        f"smq: no Redis runs in {server.directory}: started one for this command "
-        "(smq serve keeps one running; --redis-url picks another)",
-        err=True,
-    )
+    if long_running:
+        said = "started one; other smq commands use it until this one stops"
+    else:
+        said = "started one for this command (smq serve keeps one running; --redis-url picks another)"
+    click.echo(f"smq: no Redis runs in {server.directory}: {said}", err=True)
     try:
         server.start()
     except RuntimeError as error:
         fail(" ".join(str(error).split()))
     try:
-        with Client(settings=Settings(url=server.url)) as client:
-            yield client
+        if long_running:
+            unlock()  # from now on, commands that come find it answering and use it
+        yield server.url
     finally:
         server.stop()

@@ -12,6 +12,7 @@ from .._errors import SmqError
 from .._settings import Settings
 from ._base import fail as _fail
 from ._base import main
+from ._connect import redis_for
 
 
 def _access_keys(values: tuple[str, ...]) -> dict[str, str]:
@@ -171,15 +172,5 @@ def serve(
         finally:
             client.close()
 
-    if redis_url:
-        serve_on(redis_url)
-        return
-    from ..embedded import EmbeddedRedis
-
-    try:
-        server = EmbeddedRedis(data_dir / "redis")
-    except FileNotFoundError as error:
-        _fail(str(error))
-    click.echo(f"smq serve: embedded Redis ({server.server}), data in {server.directory}", err=True)
-    with server:
-        serve_on(server.url)
+    with redis_for(redis_url, cluster, data_dir, long_running=True) as url:
+        serve_on(url)

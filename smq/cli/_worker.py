@@ -127,5 +127,5 @@ def worker(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    with open_client(redis_url, cluster, data_dir) as client:
+    with open_client(redis_url, cluster, data_dir, long_running=True) as client:
         Worker(client, queue, function, config=config).run()
