@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,3 +189,24 @@ def test_async_handlers_run_in_one_process_at_once(
     assert time.monotonic() - started < 6  # concurrently, not 8 s in a row
     assert len({e["pid"] for e in events(worker.log_path)}) == 1
     wait_for(lambda: queue.attributes().counters.get("deleted") == 8, 5, "eight deletes")
+
+
+def test_a_worker_on_the_embedded_default_shares_its_redis_with_other_commands(tmp_path: Path) -> None:
+    def smq_command(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "smq", *args], cwd=tmp_path, capture_output=True, text=True, timeout=30
+        )
+
+    assert smq_command("queue", "create", "jobs").returncode == 0  # starts and stops its own Redis
+    worker = WorkerProcess(tmp_path, None, "jobs")
+    try:
+        assert "started one; other smq commands use it" in worker.stderr()
+        sent = smq_command("send", "jobs", body(n=1))
+        assert sent.returncode == 0, sent.stderr
+        assert "started one" not in sent.stderr and "waiting" not in sent.stderr  # used the worker's
+        wait_for(lambda: _of(worker.log_path, "end"), 10, "the worker to process it")
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(15) == 0
+    finally:
+        worker.stop()
+    assert not list((tmp_path / ".smq" / "redis").glob("*.sock"))  # its Redis stopped with it

@@ -79,7 +79,9 @@ class WorkerProcess:
         self.log_path = folder / "events.jsonl"
         self.stderr_path = folder / f"worker-{time.monotonic_ns()}.stderr"
         env = {**os.environ, "SMQ_TEST_LOG": str(self.log_path)}
-        command = [sys.executable, "-m", "smq", "worker", handler, "--queue", queue, "--redis-url", redis_url]
+        command = [sys.executable, "-m", "smq", "worker", handler, "--queue", queue]
+        if redis_url is not None:
+            command += ["--redis-url", redis_url]
         self._stderr = self.stderr_path.open("wb")
         self.process = subprocess.Popen(
             [*command, *args], cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=self._stderr
