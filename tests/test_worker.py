@@ -307,3 +307,75 @@ def test_a_worker_serves_a_queue_on_a_redis_cluster(
         assert counters.get("visibility_expired", 0) == 0
     finally:
         client.close()
+
+
+def test_a_handler_that_raises_system_exit_fails_its_message_and_the_slot_goes_on(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    import sys
+
+    jobs = redis_client.create_queue("jobs", visibility_timeout=2)
+    jobs.send("exit")
+    jobs.send("after")
+    seen: list[str] = []
+
+    def handle(job: smq.Job) -> None:
+        seen.append(job.body)
+        if job.body == "exit":
+            sys.exit(3)
+
+    config = smq.WorkerConfig(prefetch=0, backoff=60)
+    worker = smq.Worker(redis_client, "jobs", handle, config=config)
+    running(worker)
+    wait_for(lambda: seen == ["exit", "after"], 10, "both messages, one after the other")
+    wait_for(lambda: _metric(worker, "smq_worker_messages_total", outcome="failed") == 1, 5, "the failure")
+    wait_for(lambda: jobs.attributes().counters.get("deleted") == 1, 5, "the other's delete")
+
+
+def test_deleting_the_queue_stops_the_worker_with_the_error(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    jobs = redis_client.create_queue("jobs", visibility_timeout=2)
+    jobs.send("hold")
+    started = threading.Event()
+
+    def handle(job: smq.Job) -> None:
+        started.set()
+        job.wait_lost(20)
+
+    worker = smq.Worker(redis_client, "jobs", handle)
+    run = running(worker)
+    assert started.wait(10)
+    redis_client.delete_queue("jobs")
+    run.thread.join(15)
+    assert not run.thread.is_alive()
+    assert isinstance(run.error, smq.QueueDoesNotExist)
+    assert worker._keeper is not None and worker._keeper.held() == 0
+
+
+def test_every_message_ends_in_exactly_one_outcome(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    jobs = redis_client.create_queue("jobs", visibility_timeout=30)
+    for i in range(30):
+        jobs.send("fail" if i % 3 == 0 else "hold" if i % 10 == 1 else "ok")
+    handled: list[str] = []
+
+    def handle(job: smq.Job) -> None:
+        handled.append(job.body)
+        if job.body == "fail":
+            raise ValueError("no")
+        if job.body == "hold":
+            job.wait_lost(30)
+
+    config = smq.WorkerConfig(concurrency=4, prefetch=6, backoff=60, grace_period=0.5)
+    worker = smq.Worker(redis_client, "jobs", handle, config=config)
+    run = running(worker)
+    wait_for(lambda: jobs.attributes().visible == 0, 10, "every message received")
+    time.sleep(0.5)
+    run.stop()
+    totals = {o: _metric(worker, "smq_worker_messages_total", outcome=o) for o in smq.worker.OUTCOMES}
+    received = jobs.attributes().counters["received"]
+    assert sum(totals.values()) == received
+    assert totals["succeeded"] == jobs.attributes().counters["deleted"]
+    assert totals["released"] >= 1  # the held ones, at the end of the grace period

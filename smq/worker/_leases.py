@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from .._errors import SmqError
+from .._errors import QueueDoesNotExist, SmqError
 from .._message import ChangeEntry, DeleteEntry, Message
 from .._queue import MAX_BATCH, Queue
 from ._job import Job
@@ -81,10 +81,16 @@ class LeaseKeeper:
         self._actions_at = 0.0  # after a failed delete or release: not before this
         self._pending_since = 0.0  # when the oldest queued delete or release was queued
         self._closing = False
+        self._accepting = True  # False once a stop released the waiting messages
+        self._abandoned = False  # close() gave up waiting: the thread ends at once
+        self.failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="smq-leases", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     # -- called by the receiver and the handlers ---------------------------------
 
@@ -94,6 +100,14 @@ class LeaseKeeper:
         with self._cond:
             for lease in leases:
                 self._leases[lease.receipt] = lease
+            if not self._accepting:
+                # A receive that returned after the stop began: give them back at once.
+                for lease in leases:
+                    self._metrics.outcome("released")
+                    lease.state = FINISHING
+                    self._queued()
+                    self._changes.append((lease, 0))
+                leases = []
             self._cond.notify_all()
         return leases
 
@@ -139,6 +153,8 @@ class LeaseKeeper:
 
     def release_waiting(self) -> int:
         """Release (visibility 0) every message no handler has started; returns how many."""
+        with self._cond:
+            self._accepting = False
         return self._release({WAITING}, "")
 
     def release_running(self) -> int:
@@ -149,7 +165,7 @@ class LeaseKeeper:
         with self._cond:
             chosen = [lease for lease in self._leases.values() if lease.state in states]
             for lease in chosen:
-                self._metrics.outcome("released")
+                self._metrics.outcome("lost" if lease.job.lease_lost else "released")
                 lease.state = FINISHING
                 if reason:
                     lease.job._lose(reason)
@@ -203,7 +219,8 @@ class LeaseKeeper:
             self._cond.notify_all()
         self._thread.join(timeout)
         with self._cond:
-            self._closing = True
+            self._abandoned = True  # a Redis that stays down must not keep the thread looping
+            self._cond.notify_all()
             return len(self._leases)
 
     # -- the keeper thread -------------------------------------------------------
@@ -218,6 +235,13 @@ class LeaseKeeper:
         self._cond.notify_all()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as error:
+            log.exception("the heartbeat thread of queue %r failed", self._queue.name)
+            self.failure = error
+
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 work = self._next_work()
@@ -240,7 +264,7 @@ class LeaseKeeper:
             if pending >= MAX_BATCH or self._closing:
                 actions_at = self._actions_at
             actions_due = pending > 0 and now >= actions_at
-            if self._closing and not self._deletes and not self._changes:
+            if self._abandoned or (self._closing and not self._deletes and not self._changes):
                 return None
             extend_due = math.inf
             for lease in self._leases.values():
@@ -271,6 +295,9 @@ class LeaseKeeper:
             entries = [DeleteEntry(str(i), lease.receipt) for i, lease in enumerate(chunk)]
             try:
                 result = self._queue.delete_batch(entries)
+            except QueueDoesNotExist:
+                self._queue_gone(chunk)
+                continue
             except SmqError as error:
                 self._redis_failed("delete", error)
                 with self._cond:
@@ -290,6 +317,9 @@ class LeaseKeeper:
             ]
             try:
                 result = self._queue.change_visibility_batch(entries)
+            except QueueDoesNotExist:
+                self._queue_gone([lease for lease, _ in chunk])
+                continue
             except SmqError as error:
                 self._redis_failed("release", error)
                 with self._cond:
@@ -302,6 +332,18 @@ class LeaseKeeper:
             with self._cond:
                 for lease, _ in chunk:
                     self._finish(lease)
+
+    def _queue_gone(self, leases: list[Lease]) -> None:
+        """The queue was deleted: its messages are gone, and so are these leases."""
+        log.error("queue %r was deleted: %d held messages are gone with it", self._queue.name, len(leases))
+        with self._cond:
+            for lease in leases:
+                self._finish(lease)
+
+    def _lose_to_deletion(self, lease: Lease) -> None:
+        lease.job._lose("the queue was deleted")
+        if lease.state == WAITING:
+            self._finish(lease)
 
     def _redis_failed(self, what: str, error: SmqError) -> None:
         self._metrics.redis_errors.inc()
@@ -329,6 +371,13 @@ class LeaseKeeper:
         sent = time.monotonic()
         try:
             result = self._queue.change_visibility_batch(entries)
+        except QueueDoesNotExist:
+            for lease, _ in chunk:
+                with self._cond:
+                    if lease.state == WAITING:
+                        self._metrics.outcome("lost")
+                    self._lose_to_deletion(lease)
+            return
         except SmqError as error:
             self._metrics.redis_errors.inc()
             log.warning("heartbeat on queue %r failed, will retry: %s", self._queue.name, error)

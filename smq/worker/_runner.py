@@ -11,7 +11,7 @@ from types import FrameType
 from typing import Any
 
 from .._client import Client
-from .._errors import InvalidParameter, SmqError
+from .._errors import InvalidParameter, QueueDoesNotExist, SmqError
 from .._queue import MAX_BATCH, Queue
 from ._config import WorkerConfig
 from ._leases import CEILING_SECONDS, LeaseKeeper
@@ -58,7 +58,10 @@ class Worker:
         self.config = config or WorkerConfig()
         self._handler = handler
         self._stop = threading.Event()
-        self._now = False  # a second signal: skip the grace period
+        self._now = False  # skip the grace period
+        # Signal handlers only count (no locks there); the main loop acts on it.
+        self._signals = 0
+        self._fatal: BaseException | None = None
         self._running = False
         self.visibility_timeout = 0
         self.metrics_url: str | None = None
@@ -81,7 +84,7 @@ class Worker:
     def stop(self, *, now: bool = False) -> None:
         """Ask :meth:`run` to stop gracefully (``now``: without the grace period).
 
-        Safe from any thread and from a signal handler.
+        Safe from any thread.
         """
         self._now = self._now or now
         self._stop.set()
@@ -94,7 +97,8 @@ class Worker:
         ``grace_period`` seconds, then releases the rest and tells their
         handlers (``job.lease_lost``). A second signal skips the grace period.
 
-        Raises QueueDoesNotExist, or InvalidParameter when the visibility
+        Raises QueueDoesNotExist (at start, or when the queue is deleted
+        while the worker runs), or InvalidParameter when the visibility
         timeout is 0 (nothing could keep a message hidden while it runs).
         """
         if self._handler is None:
@@ -102,8 +106,6 @@ class Worker:
         if self._running:
             raise RuntimeError("this worker is running already")
         self._running = True
-        self._stop.clear()
-        self._now = False
         restore = self._install_signals() if install_signal_handlers else None
         try:
             self._run(self._handler)
@@ -111,6 +113,12 @@ class Worker:
             if restore is not None:
                 restore()
             self._running = False
+            self._stop.clear()
+            self._now = False
+            self._signals = 0
+        fatal, self._fatal = self._fatal, None
+        if fatal is not None:
+            raise fatal
 
     # -- internals ---------------------------------------------------------------
 
@@ -125,7 +133,7 @@ class Worker:
             return None
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            self.stop(now=self._stop.is_set())
+            self._signals += 1
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
 
@@ -159,7 +167,10 @@ class Worker:
         keeper.start()
         slots.start()
         receiver = threading.Thread(
-            target=self._receive_loop, args=(keeper, slots, timeout), name="smq-receiver", daemon=True
+            target=self._guarded,
+            args=(self._receive_loop, keeper, slots, timeout),
+            name="smq-receiver",
+            daemon=True,
         )
         receiver.start()
         log.info(
@@ -171,10 +182,17 @@ class Worker:
             timeout,
         )
         try:
-            while not self._stop.wait(0.25):
-                pass
+            while not self._stop.wait(0.25) and not self._signals:
+                if not receiver.is_alive() or not keeper.alive():
+                    break
         finally:
+            if keeper.failure is not None and self._fatal is None:
+                self._fatal = keeper.failure
             self._shut_down(keeper, slots, receiver, server)
+
+    def _hurry(self) -> bool:
+        """True when the stop must skip (the rest of) the grace period: a second signal."""
+        return self._now or self._signals >= 2
 
     def _serve_metrics(self) -> Any:
         port = self.config.metrics_port
@@ -186,6 +204,15 @@ class Worker:
         self.metrics_url = f"http://{shown}:{bound}/metrics"
         log.info("metrics on %s", self.metrics_url)
         return server
+
+    def _guarded(self, loop: Callable[..., None], *args: Any) -> None:
+        """Run a worker thread; an error it did not expect stops the worker and is raised by run()."""
+        try:
+            loop(*args)
+        except BaseException as error:
+            log.exception("worker thread %s failed; stopping", threading.current_thread().name)
+            self._fatal = self._fatal or error
+            self._stop.set()
 
     def _receive_loop(self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, timeout: int) -> None:
         config = self.config
@@ -200,6 +227,11 @@ class Worker:
                 messages = self.queue._receive(
                     min(room, MAX_BATCH), timeout * 1000, config.wait_time_seconds, stop=stopping
                 )
+            except QueueDoesNotExist as error:
+                log.error("queue %r was deleted: the worker stops", self.queue.name)
+                self._fatal = error
+                self._stop.set()
+                return
             except SmqError as error:
                 pause = _ERROR_PAUSES[min(errors, len(_ERROR_PAUSES) - 1)]
                 errors += 1
@@ -230,10 +262,10 @@ class Worker:
             released,
             running,
         )
-        if running and not self._now:
+        if running and not self._hurry():
             grace = self.config.grace_period
             deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and not self._now:
+            while time.monotonic() < deadline and not self._hurry():
                 if keeper.wait_idle(min(0.25, deadline - time.monotonic())):
                     break
         late = keeper.release_running()

@@ -97,7 +97,7 @@ class ThreadSlots:
             error: BaseException | None = None
             try:
                 self._handler(lease.job)
-            except Exception as raised:
+            except BaseException as raised:  # SystemExit too: a handler must not end its slot
                 error = raised
             self._outcome.done(lease, started, error)
 
@@ -114,6 +114,7 @@ class AsyncSlots:
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name="smq-handlers", daemon=True)
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False  # set on the loop when stop() cancels the tasks
 
     def start(self) -> None:
         self._thread.start()
@@ -128,6 +129,7 @@ class AsyncSlots:
         """Cancel the tasks (their messages are released already) and end the loop."""
 
         def cancel() -> None:
+            self._stopping = True
             for task in self._tasks:
                 task.cancel()
 
@@ -158,8 +160,10 @@ class AsyncSlots:
             error: BaseException | None = None
             try:
                 await self._handler(lease.job)
-            except asyncio.CancelledError:
-                raise  # a stop past its grace period: the message is released already
-            except Exception as raised:
+            except asyncio.CancelledError as raised:
+                if self._stopping:
+                    raise  # a stop past its grace period: the message is released already
+                error = raised  # cancelled by something of the handler's own: a failure
+            except BaseException as raised:
                 error = raised
             self._outcome.done(lease, started, error)
