@@ -144,3 +144,17 @@ def sqs_query(core: smq.Client, sqs_server: Any) -> Any:
     from http_support import query_client
 
     return query_client(sqs_server.url)
+
+
+@pytest.fixture(scope="module")
+def clients(sqs_server: Any) -> dict[str, Any]:
+    """The clients of the `sqs` and `sqs_query` fixtures, made once per test module."""
+    from http_support import json_client, query_client
+
+    return {"json": json_client(sqs_server.url), "query": query_client(sqs_server.url)}
+
+
+@pytest.fixture(params=["json", "query"])
+def api(request: pytest.FixtureRequest, clients: dict[str, Any], core: smq.Client) -> Any:
+    """boto3 on the server (emptied for the test), over the JSON or the Query protocol."""
+    return clients[request.param]

@@ -10,17 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import smq
-from http_support import ACCOUNT, REGION, json_client, query_client
-
-
-@pytest.fixture(scope="module")
-def clients(sqs_server: Any) -> dict[str, Any]:
-    return {"json": json_client(sqs_server.url), "query": query_client(sqs_server.url)}
-
-
-@pytest.fixture(params=["json", "query"])
-def api(request: pytest.FixtureRequest, clients: dict[str, Any], core: smq.Client) -> Any:
-    return clients[request.param]
+from http_support import ACCOUNT, REGION
 
 
 def arn(name: str) -> str:

@@ -17,19 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import smq
-from http_support import ACCOUNT, REGION, json_client, query_client
-
-
-@pytest.fixture(scope="module")
-def clients(sqs_server: Any) -> dict[str, Any]:
-    """The clients of the `sqs` and `sqs_query` fixtures, made once for the module."""
-    return {"json": json_client(sqs_server.url), "query": query_client(sqs_server.url)}
-
-
-@pytest.fixture(params=["json", "query"])
-def api(request: pytest.FixtureRequest, clients: dict[str, Any], core: smq.Client) -> Any:
-    """boto3 on the server (emptied for the test), over the JSON or the Query protocol."""
-    return clients[request.param]
+from http_support import ACCOUNT, REGION, json_client
 
 
 def failure(caught: pytest.ExceptionInfo[ClientError]) -> tuple[str, int]:

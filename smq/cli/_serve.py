@@ -12,7 +12,7 @@ from .._errors import SmqError
 from .._settings import Settings
 from ._base import fail as _fail
 from ._base import main
-from ._connect import redis_for
+from ._connect import redis_for, redis_options
 
 
 def _access_keys(values: tuple[str, ...]) -> dict[str, str]:
@@ -31,13 +31,7 @@ def _is_loopback(host: str) -> bool:
 
 
 @main.command()
-@click.option(
-    "--redis-url",
-    envvar="SMQ_REDIS_URL",
-    default=None,
-    help="Redis to serve (env SMQ_REDIS_URL); default: start an embedded one.",
-)
-@click.option("--cluster", is_flag=True, envvar="SMQ_CLUSTER", help="The Redis URL is a Redis Cluster node.")
+@redis_options
 @click.option(
     "--host", envvar="SMQ_HOST", default="127.0.0.1", show_default=True, help="Address to listen on."
 )
@@ -102,14 +96,6 @@ def _is_loopback(host: str) -> bool:
     default=True,
     show_default=True,
     help="One JSON line per request on stderr.",
-)
-@click.option(
-    "--data-dir",
-    envvar="SMQ_DATA_DIR",
-    default=".smq",
-    show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder of the embedded Redis.",
 )
 def serve(
     redis_url: str | None,
