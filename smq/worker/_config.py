@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .._config import MAX_VISIBILITY_TIMEOUT, check_int
 from .._errors import InvalidParameter
-from .._queue import MAX_BATCH, MAX_WAIT_SECONDS
+from .._queue import MAX_WAIT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,3 @@ class WorkerConfig:
             return 0
         exponent = min(max(receive_count - 1, 0), 32)
         return min(self.max_backoff, self.backoff << exponent)
-
-
-RECEIVE_BATCH = MAX_BATCH

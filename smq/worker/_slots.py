@@ -45,10 +45,10 @@ class _Outcome:
         if error is None:
             self.keeper.succeeded(lease)
             return
+        delay = self.config.retry_delay(message.receive_count)
         if isinstance(error, LeaseLost) or lease.job.lease_lost:
             log.info("handler gave up message %s: %s", message.message_id, lease.job.lost_reason)
         else:
-            delay = self.config.retry_delay(message.receive_count)
             log.error(
                 "handler failed on message %s (receive %d); it is retried in %d s",
                 message.message_id,
@@ -56,7 +56,7 @@ class _Outcome:
                 delay,
                 exc_info=error,
             )
-        self.keeper.failed(lease, self.config.retry_delay(message.receive_count))
+        self.keeper.failed(lease, delay)
 
 
 class ThreadSlots:
