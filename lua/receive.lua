@@ -123,7 +123,7 @@ local received = {}
 local moved = {}
 local new_states = {}
 local new_inflight = {}
-local ghosts, dropped = 0, 0
+local ghosts, dropped, redelivered = 0, 0, 0
 while want > 0 and skips > 0 do
   local ids = redis.call('LPOP', visible, want)
   if not ids then
@@ -176,6 +176,9 @@ while want > 0 and skips > 0 do
       received[#received + 1] = receive_count
       received[#received + 1] = first_ms
       want = want - 1
+      if receive_count > 1 then
+        redelivered = redelivered + 1
+      end
       emit(events, events_max, now, 'received', id, receive_count, visibility_ms)
     end
   end
@@ -186,6 +189,9 @@ if received_n > 0 then
   redis.call('HSET', state, unpack(new_states))
   redis.call('ZADD', inflight, unpack(new_inflight))
   redis.call('HINCRBY', stats, 'received', received_n)
+  if redelivered > 0 then
+    redis.call('HINCRBY', stats, 'redelivered', redelivered)
+  end
 else
   redis.call('HINCRBY', stats, 'empty_receives', 1)
 end

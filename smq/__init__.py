@@ -44,6 +44,7 @@ from ._errors import (
     UnsafeRedisConfig,
     VisibilityCeilingExceeded,
 )
+from ._health import RedisHealth
 from ._message import (
     BatchFailure,
     BatchResult,
@@ -98,6 +99,7 @@ __all__ = [
     "QueueNameExists",
     "ReceiptError",
     "ReceiptHandleIsInvalid",
+    "RedisHealth",
     "RedrivePolicy",
     "SendEntry",
     "SendResult",

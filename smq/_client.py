@@ -27,6 +27,7 @@ from ._errors import (
     UnsafeRedisConfig,
     error_for,
 )
+from ._health import RedisHealth, read_health
 from ._keys import REGISTRY, QueueKeys
 from ._move_tasks import MoveTask
 from ._moves import recover, redrive
@@ -279,6 +280,19 @@ class Client:
         unfinished tasks running for the next call; None runs them to the end.
         """
         return _move_tasks.run(self, owner, lease, deadline)
+
+    def redis_health(self) -> list[RedisHealth]:
+        """Memory, eviction policy and persistence of the Redis servers holding the queues.
+
+        One entry for a single Redis, one per primary of a Redis Cluster.
+        Raises BackendError (OutcomeUnknown when Redis cannot be reached).
+        """
+        try:
+            return read_health(self._redis)
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            raise OutcomeUnknown(f"Redis INFO: {error}") from error
+        except RedisError as error:
+            raise BackendError(f"Redis INFO: {error}") from error
 
     def close(self) -> None:
         """Stop the long-poll listener and close connections."""

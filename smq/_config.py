@@ -306,6 +306,7 @@ class QueueInfo:
 COUNTERS = (
     "sent",
     "received",
+    "redelivered",
     "deleted",
     "visibility_expired",
     "visibility_changed",

@@ -106,7 +106,7 @@ def test_public_surface_is_pinned() -> None:
             "MessageNotInflight", "MessageTooLong", "MoveTask", "MoveTaskActive", "MoveTaskNotFound",
             "OutcomeUnknown", "OverLimit", "PeekedMessage", "Queue", "QueueConfig",
             "QueueDoesNotExist", "QueueInfo", "QueueNameExists", "ReceiptError", "ReceiptHandleIsInvalid",
-            "RedrivePolicy", "SendEntry", "SendResult", "Settings", "SmqError", "StaleReceipt",
+            "RedisHealth", "RedrivePolicy", "SendEntry", "SendResult", "Settings", "SmqError", "StaleReceipt",
             "TooManyEntriesInBatchRequest", "UnsafeRedisConfig", "VisibilityCeilingExceeded", "Worker",
             "WorkerConfig",
             "md5_of_attributes", "md5_of_body",

@@ -64,3 +64,16 @@ def test_counters_add_up_across_clients(client: smq.Client) -> None:
         "empty_receives": 1,
     }
     assert set(counters) <= set(smq.COUNTERS)
+
+
+def test_redelivered_counts_receives_of_messages_received_before(client: smq.Client, clock: Clock) -> None:
+    queue = client.create_queue("jobs", visibility_timeout=10)
+    queue.send_batch([smq.SendEntry(f"e{n}", "x") for n in range(3)])
+    first = queue.receive(3)
+    queue.change_visibility(first[0].receipt_handle, 0)
+    (again,) = queue.receive(10)
+    assert again.receive_count == 2
+    clock.advance(11)
+    assert len(queue.receive(10)) == 3  # two expired for the first time, one for the second
+    counters = queue.attributes().counters
+    assert (counters["received"], counters["redelivered"]) == (7, 4)
