@@ -62,11 +62,19 @@ def _answers(socket_path: Path) -> bool:
 
 @contextmanager
 def open_client(
-    redis_url: str | None, cluster: bool, data_dir: Path, *, long_running: bool = False
+    redis_url: str | None,
+    cluster: bool,
+    data_dir: Path,
+    *,
+    long_running: bool = False,
+    **settings: Any,
 ) -> Iterator[Client]:
-    """A client for one command; closes what it opened (see :func:`redis_for`)."""
+    """A client for one command; closes what it opened (see :func:`redis_for`).
+
+    ``settings`` are more :class:`Settings` fields (``allow_eviction=True``...).
+    """
     with redis_for(redis_url, cluster, data_dir, long_running=long_running) as url:
-        with Client(settings=Settings(url=url, cluster=cluster)) as client:
+        with Client(settings=Settings(url=url, cluster=cluster, **settings)) as client:
             yield client
 
 

@@ -24,6 +24,7 @@ from ._actions import ACTIONS
 from ._context import Context, ServerConfig
 from ._errors import SqsError, from_core
 from ._longpoll import LongPolls
+from ._metrics import ApiMetrics
 from ._sigv4 import verify
 
 log = logging.getLogger("smq.serve")
@@ -48,6 +49,7 @@ class Service:
         self._owner = uuid.uuid4().hex
         self._move_tasks: asyncio.Task[None] | None = None
         self._move_kick = asyncio.Event()
+        self.metrics = ApiMetrics()
 
     async def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -99,6 +101,7 @@ class Service:
         action = ""
         error: SqsError | None = None
         self.in_flight += 1
+        self.metrics.in_flight.inc()
         try:
             body = await request.read()
             if protocol == "json":
@@ -139,6 +142,7 @@ class Service:
             error = from_core(caught)
         except asyncio.CancelledError:
             self._log(request, request_id, protocol, action, 499, "ClientClosedRequest", started)
+            self.metrics.observe(action, 499, "ClientClosedRequest", time.perf_counter() - started)
             raise
         except web.HTTPRequestEntityTooLarge:
             error = SqsError(
@@ -151,11 +155,12 @@ class Service:
             )
         finally:
             self.in_flight -= 1
+            self.metrics.in_flight.dec()
         if error is not None:
             response = _error_reply(protocol, error, request_id)
-        self._log(
-            request, request_id, protocol, action, response.status, error.code if error else None, started
-        )
+        code = error.code if error else None
+        self._log(request, request_id, protocol, action, response.status, code, started)
+        self.metrics.observe(action, response.status, code, time.perf_counter() - started)
         return response
 
     def _log(
@@ -207,6 +212,11 @@ class Service:
     async def health(self, request: web.Request) -> web.Response:
         """Liveness: the process serves HTTP."""
         return web.json_response({"status": "ok"})
+
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        """Prometheus metrics of this process: requests, errors, latency by action."""
+        body, content_type = self.metrics.render(request.headers.get("Accept"))
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def ready(self, request: web.Request) -> web.Response:
         """Readiness: not stopping, and Redis answers."""
@@ -265,6 +275,7 @@ def make_app(service: Service) -> web.Application:
     app = web.Application(client_max_size=_MAX_REQUEST_BYTES)
     app.router.add_get("/health", service.health)
     app.router.add_get("/ready", service.ready)
+    app.router.add_get("/metrics", service.metrics_page)
     app.router.add_route("POST", "/{tail:.*}", service.handle)
     app.router.add_route("GET", "/{tail:.*}", service.handle)
     return app

@@ -1,0 +1,120 @@
+"""``smq exporter``: Prometheus metrics of every queue, read from Redis at scrape time."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .._errors import SmqError
+from ..exporter import Exporter, ExporterConfig
+from ..exporter._config import MAX_QUEUES_LIMIT
+from ._base import fail, main
+from ._connect import open_client, redis_options
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    default=9327,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: any free port).",
+)
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    metavar="NAME",
+    help="Report only this queue; repeat for more [default: every queue].",
+)
+@click.option(
+    "--queue-pattern",
+    default=None,
+    metavar="REGEX",
+    help="Report only queues whose whole name matches this regular expression.",
+)
+@click.option(
+    "--max-queues",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1, MAX_QUEUES_LIMIT),
+    help="Report at most this many queues, the first by name (bounds the queue label).",
+)
+@click.option(
+    "--redis-timeout",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 60),
+    help="Seconds a Redis call may take; keep it below Prometheus's scrape timeout.",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+)
+@redis_options
+def exporter(
+    host: str,
+    port: int,
+    queues: tuple[str, ...],
+    queue_pattern: str | None,
+    max_queues: int,
+    redis_timeout: float,
+    log_level: str,
+    redis_url: str | None,
+    cluster: bool,
+    data_dir: Path,
+) -> None:
+    """Serve Prometheus metrics of the queues at /metrics, until SIGTERM or SIGINT.
+
+    Every scrape reads Redis: per queue the visible, in-flight and delayed
+    messages, the age of the oldest, the dead-letter depth, the settings
+    and the counters the scripts keep (sent, received, visibility expired,
+    ...); and Redis memory, eviction policy and AOF. The numbers come from
+    Redis, so one exporter covers the whole fleet. If Redis is down it keeps
+    serving and reports smq_up 0. /healthz answers while the process runs.
+    Example: smq exporter --host 0.0.0.0 --queue-pattern 'jobs.*'
+    """
+    try:
+        config = ExporterConfig(queues=queues, queue_pattern=queue_pattern, max_queues=max_queues)
+    except SmqError as error:
+        fail(str(error))
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    with open_client(
+        redis_url,
+        cluster,
+        data_dir,
+        long_running=True,
+        # It must report an unsafe eviction policy, not refuse to read that Redis.
+        allow_eviction=True,
+        socket_timeout=redis_timeout,
+        connect_timeout=min(redis_timeout, 2.0),
+    ) as client:
+        try:
+            server = Exporter(client, config).serve(host, port)
+        except OSError as error:
+            fail(f"cannot listen on {host}:{port}: {error.strerror or error}")
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, on_signal)
+        shown = f"[{host}]" if ":" in host else host
+        click.echo(f"smq exporter: serving http://{shown}:{server.port}/metrics", err=True)
+        while not stop.wait(1.0):
+            pass
+        server.stop()

@@ -1,0 +1,57 @@
+"""Prometheus metrics of ``smq serve``: requests, errors and latency by SQS action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._actions import ACTIONS
+
+# Long polls wait up to 20 s, so the buckets reach past that.
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0)
+
+
+class ApiMetrics:
+    """The API's metrics on a private registry (served at GET /metrics)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry: Any = CollectorRegistry()
+        self._requests = Counter(
+            "smq_api_requests",
+            "Requests by SQS action and HTTP status.",
+            labelnames=("action", "code"),
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            "smq_api_errors",
+            "Error replies by SQS action and error code.",
+            labelnames=("action", "error"),
+            registry=self.registry,
+        )
+        self._duration = Histogram(
+            "smq_api_request_duration_seconds",
+            "Time from request to reply, long-poll waits included.",
+            labelnames=("action",),
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "smq_api_requests_in_flight", "Requests being served now.", registry=self.registry
+        )
+
+    def observe(self, action: str, status: int, error: str | None, seconds: float) -> None:
+        """Count one finished request; unknown action names count as ``unknown`` (bounded labels)."""
+        if action not in ACTIONS:
+            action = "unknown"
+        self._requests.labels(action, str(status)).inc()
+        if error is not None:
+            self._errors.labels(action, error).inc()
+        self._duration.labels(action).observe(seconds)
+
+    def render(self, accept: str | None) -> tuple[bytes, str]:
+        """The metrics in the format the scraper accepts, and its content type."""
+        from prometheus_client.exposition import choose_encoder
+
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(self.registry), content_type
