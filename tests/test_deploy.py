@@ -38,7 +38,7 @@ from click.core import ParameterSource
 from click.testing import CliRunner
 
 import smq
-from http_support import BIN
+from http_support import BIN, Server
 from metrics_support import scrape, value
 from smq.cli import main
 from smq.embedded import EmbeddedRedis
@@ -369,6 +369,17 @@ def test_compose_prometheus_loads_the_mounted_alert_rules_and_scrapes_the_three_
         assert jobs[job].get("metrics_path", "/metrics") == "/metrics"
 
 
+def _datasource_references(node: Any) -> Iterator[Any]:
+    if isinstance(node, dict):
+        if "datasource" in node:
+            yield node["datasource"]
+        for child in node.values():
+            yield from _datasource_references(child)
+    elif isinstance(node, list):
+        for child in node:
+            yield from _datasource_references(child)
+
+
 def test_grafana_provisioning_reads_the_mounted_dashboard_folder_from_the_compose_prometheus() -> None:
     grafana = _compose()["services"]["grafana"]
     mounts = {}
@@ -384,6 +395,16 @@ def test_grafana_provisioning_reads_the_mounted_dashboard_folder_from_the_compos
     assert mounts[provider["options"]["path"]] == DEPLOY / "grafana" / "dashboards"
     (source,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yaml").read_text())["datasources"]
     assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
+    dashboards = sorted((DEPLOY / "grafana" / "dashboards").glob("*.json"))
+    assert dashboards, "the mounted folder holds the dashboards"
+    for path in dashboards:
+        dashboard = json.loads(path.read_text())
+        # File provisioning does not fill in an exported dashboard's __inputs: each panel
+        # must name the provisioned data source by its uid, or through a variable.
+        assert "__inputs" not in dashboard, path.name
+        for reference in _datasource_references(dashboard):
+            uid = reference.get("uid", "") if isinstance(reference, dict) else reference
+            assert uid == source["uid"] or uid.startswith("$"), f"{path.name}: data source {reference}"
     assert "127.0.0.1:9090:9090" in _compose()["services"]["prometheus"]["ports"]
     assert grafana["environment"]["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
     assert grafana["environment"]["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
@@ -664,11 +685,19 @@ def _get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def test_smq_serve_answers_the_paths_its_probes_and_servicemonitor_use(sqs_server: Any) -> None:
-    assert _get(f"{sqs_server.url}/health")[0] == 200
-    assert _get(f"{sqs_server.url}/ready")[0] == 200
-    status, text = _get(f"{sqs_server.url}/metrics")
-    assert status == 200 and "smq_api_requests_total" in text
+def test_smq_serve_with_access_keys_answers_its_probes_and_scrapes_unsigned(
+    redis_server: EmbeddedRedis,
+) -> None:
+    # As the manifests run it: keys required, yet the kubelet and Prometheus sign nothing.
+    server = Server(redis_server.url, "--access-key", "probe:secret")
+    try:
+        assert _get(f"{server.url}/health")[0] == 200
+        assert _get(f"{server.url}/ready")[0] == 200
+        status, text = _get(f"{server.url}/metrics")
+        assert status == 200 and "smq_api_requests_total" in text
+        assert _get(f"{server.url}/?Action=ListQueues")[0] == 403  # the SQS API itself is signed
+    finally:
+        assert server.stop() == 0
 
 
 def _started(process: subprocess.Popen[str], marker: str) -> str:
