@@ -29,10 +29,9 @@ from ._connect import open_client, redis_options
 )
 @click.option(
     "--queue",
-    "queues",
     multiple=True,
     metavar="NAME",
-    help="Report only this queue; repeat for more [default: every queue].",
+    help="Report only this queue; repeat for more (env: names split by spaces) [default: every queue].",
 )
 @click.option(
     "--queue-pattern",
@@ -64,7 +63,7 @@ from ._connect import open_client, redis_options
 def exporter(
     host: str,
     port: int,
-    queues: tuple[str, ...],
+    queue: tuple[str, ...],
     queue_pattern: str | None,
     max_queues: int,
     redis_timeout: float,
@@ -84,7 +83,7 @@ def exporter(
     Example: smq exporter --host 0.0.0.0 --queue-pattern 'jobs.*'
     """
     try:
-        config = ExporterConfig(queues=queues, queue_pattern=queue_pattern, max_queues=max_queues)
+        config = ExporterConfig(queues=queue, queue_pattern=queue_pattern, max_queues=max_queues)
     except SmqError as error:
         fail(str(error))
     logging.basicConfig(
