@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from ..exporter import Exporter, ExporterConfig
 from ..exporter._config import MAX_QUEUES_LIMIT
 from ._base import fail, main
 from ._connect import open_client, redis_options
+from ._logging import log_level_option, setup_logging
 
 
 @main.command()
@@ -53,12 +52,7 @@ from ._connect import open_client, redis_options
     type=click.FloatRange(0.1, 60),
     help="Seconds a Redis call may take; keep it below Prometheus's scrape timeout.",
 )
-@click.option(
-    "--log-level",
-    default="info",
-    show_default=True,
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-)
+@log_level_option
 @redis_options
 def exporter(
     host: str,
@@ -86,11 +80,7 @@ def exporter(
         config = ExporterConfig(queues=queue, queue_pattern=queue_pattern, max_queues=max_queues)
     except SmqError as error:
         fail(str(error))
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(log_level)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import sys
 from pathlib import Path
 
 import click
@@ -13,6 +11,7 @@ from .._queue import MAX_WAIT_SECONDS
 from ..worker import Worker, WorkerConfig, load_handler
 from ._base import main
 from ._connect import open_client, redis_options
+from ._logging import log_level_option, setup_logging
 
 
 @main.command()
@@ -74,12 +73,7 @@ from ._connect import open_client, redis_options
     help="Serve Prometheus metrics on this port (0: any free port) [default: off].",
 )
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address of the metrics server.")
-@click.option(
-    "--log-level",
-    default="info",
-    show_default=True,
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-)
+@log_level_option
 @redis_options
 def worker(
     handler: str,
@@ -122,10 +116,6 @@ def worker(
         metrics_host=metrics_host,
     )
     function = load_handler(handler)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(log_level)
     with open_client(redis_url, cluster, data_dir, long_running=True) as client:
         Worker(client, queue, function, config=config).run()
