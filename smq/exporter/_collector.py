@@ -86,12 +86,15 @@ class QueueCollector:
         started = time.perf_counter()
         try:
             snapshot: _Snapshot | None = self._read()
-        except SmqError as error:
+        except Exception as error:  # a scrape answers whatever happens; smq_up says it failed
             snapshot = None
             with self._lock:
                 self._errors += 1
                 if self._was_up is not False:
-                    log.warning("cannot read Redis, reporting smq_up 0: %s", error)
+                    if isinstance(error, SmqError):
+                        log.warning("cannot read Redis, reporting smq_up 0: %s", error)
+                    else:
+                        log.exception("scrape failed, reporting smq_up 0")
                 self._was_up = False
         else:
             with self._lock:
