@@ -285,14 +285,9 @@ class Client:
         """Memory, eviction policy and persistence of the Redis servers holding the queues.
 
         One entry for a single Redis, one per primary of a Redis Cluster.
-        Raises BackendError (OutcomeUnknown when Redis cannot be reached).
+        Raises BackendError.
         """
-        try:
-            return read_health(self._redis)
-        except (RedisConnectionError, RedisTimeoutError) as error:
-            raise OutcomeUnknown(f"Redis INFO: {error}") from error
-        except RedisError as error:
-            raise BackendError(f"Redis INFO: {error}") from error
+        return self._call(read_health, self._redis)  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """Stop the long-poll listener and close connections."""
@@ -335,14 +330,8 @@ class Client:
         if self.settings.allow_eviction:
             self._checked = True
             return
-        if isinstance(self._redis, RedisCluster):
-            infos = list(self._call(self._redis.info, "memory", target_nodes=RedisCluster.PRIMARIES).values())
-        else:
-            infos = [self._call(self._redis.info, "memory")]
-        for info in infos:
-            policy = info.get("maxmemory_policy", "noeviction")
-            if isinstance(policy, bytes):
-                policy = policy.decode()
+        for health in self.redis_health():
+            policy = health.maxmemory_policy
             if policy != "noeviction":
                 raise UnsafeRedisConfig(
                     f"Redis maxmemory-policy is {policy!r}: it may evict queue data. "

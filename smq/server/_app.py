@@ -49,7 +49,7 @@ class Service:
         self._owner = uuid.uuid4().hex
         self._move_tasks: asyncio.Task[None] | None = None
         self._move_kick = asyncio.Event()
-        self.metrics = ApiMetrics()
+        self.metrics = ApiMetrics(lambda: self.in_flight)
 
     async def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -101,7 +101,6 @@ class Service:
         action = ""
         error: SqsError | None = None
         self.in_flight += 1
-        self.metrics.in_flight.inc()
         try:
             body = await request.read()
             if protocol == "json":
@@ -155,7 +154,6 @@ class Service:
             )
         finally:
             self.in_flight -= 1
-            self.metrics.in_flight.dec()
         if error is not None:
             response = _error_reply(protocol, error, request_id)
         code = error.code if error else None

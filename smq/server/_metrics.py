@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ._actions import ACTIONS
@@ -13,7 +14,7 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 class ApiMetrics:
     """The API's metrics on a private registry (served at GET /metrics)."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_flight: Callable[[], int]) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry: Any = CollectorRegistry()
@@ -36,9 +37,9 @@ class ApiMetrics:
             buckets=_BUCKETS,
             registry=self.registry,
         )
-        self.in_flight = Gauge(
+        Gauge(
             "smq_api_requests_in_flight", "Requests being served now.", registry=self.registry
-        )
+        ).set_function(lambda: float(in_flight()))
 
     def observe(self, action: str, status: int, error: str | None, seconds: float) -> None:
         """Count one finished request; unknown action names count as ``unknown`` (bounded labels)."""
