@@ -30,9 +30,10 @@ import platform
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from _versions import versions
 
 import smq
 from smq.embedded import EmbeddedRedis
@@ -359,13 +360,6 @@ def markdown(latency: dict[str, Any] | None, memory: dict[str, Any] | None) -> s
     return "\n".join(out)
 
 
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -415,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
-        "versions": {p: _version(p) for p in ("smq", "redis", "hiredis")},
+        "versions": versions("smq", "redis", "hiredis"),
         "body_bytes": BODY_BYTES,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

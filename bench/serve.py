@@ -44,7 +44,6 @@ import sys
 import tempfile
 import threading
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +72,7 @@ from _http_clients import (
     summary,
     window,
 )
+from _versions import versions
 
 import smq
 from smq.embedded import EmbeddedRedis, free_port
@@ -733,13 +733,6 @@ def _source() -> str:
     return f"{commit} with uncommitted changes" if changed else commit
 
 
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -869,9 +862,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "smq_source": _source(),
         "load_average_before_and_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
-        "versions": {
-            p: _version(p) for p in ("smq", "aiohttp", "boto3", "botocore", "moto", "werkzeug", "redis")
-        },
+        "versions": versions("smq", "aiohttp", "boto3", "botocore", "moto", "werkzeug", "redis"),
         "smq_serve_logs": logs,
         "graceful_stop_seconds": {s.name: round(s.stop_seconds, 2) for s in (smq_a, moto) if s is not None},
         "figures": "msgs_per_s: messages deleted per second in the window; cpu_percent: of one core",

@@ -27,11 +27,11 @@ import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
 import redis
+from _versions import versions
 
 import smq
 from smq.embedded import EmbeddedRedis, free_port
@@ -457,13 +457,6 @@ def _await_rewrite(admin: redis.Redis) -> None:
 # -- report ----------------------------------------------------------------------------
 
 
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def medians(cells: list[Cell]) -> dict[tuple[str, int, str], float]:
     """Median messages deleted per second of each system and cell over the rounds."""
     runs: dict[tuple[str, int, str], list[float]] = {}
@@ -590,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
-        "versions": {p: _version(p) for p in ("smq", "pyrsmq", "kombu", "redis", "hiredis")},
+        "versions": versions("smq", "pyrsmq", "kombu", "redis", "hiredis"),
         "kombu_batch_publish": kombu_publish,
         "rsmq_batch": "n single calls per batch of n (PyRSMQ has no batch calls)",
     }
