@@ -6,6 +6,10 @@ A missing redis-server is an error, never a skip.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,6 +97,30 @@ class Clock:
 @pytest.fixture
 def clock(client: smq.Client) -> Clock:
     return Clock(client)
+
+
+def need_program(program: str, why: str) -> str:
+    """The path of ``program``; a skip when missing, a failure when CI is set (CI installs it)."""
+    found = shutil.which(program)
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail(f"{program} is missing and CI is set: {why}")
+    pytest.skip(f"{program} not installed ({why})")
+
+
+def stderr_line_after(process: subprocess.Popen[str], marker: str, timeout: float = 20) -> str:
+    """The rest of the first stderr line of ``process`` that holds ``marker``; kills it if none comes."""
+    assert process.stderr is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if marker in line:
+            return line.split(marker, 1)[1].strip()
+        if not line and process.poll() is not None:
+            break
+    process.kill()
+    raise AssertionError(f"no {marker!r} from {process.args}: {process.stderr.read()}")
 
 
 def raw(client: smq.Client) -> redis.Redis:

@@ -60,22 +60,6 @@ def serving_exporter(client: smq.Client, config: ExporterConfig | None = None) -
 # -- a real Prometheus server ---------------------------------------------------------
 
 
-def prometheus_or_skip() -> str:
-    """The ``prometheus`` binary; a skip (outside CI) or a failure (in CI) when missing."""
-    import os
-    import shutil
-
-    import pytest
-
-    found = shutil.which("prometheus")
-    if found:
-        return found
-    reason = "prometheus not installed (Debian: apt-get install prometheus; CI installs it)"
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 class PrometheusServer:
     """Prometheus on a free loopback port, its data in ``directory``; stopped by its own pid."""
 

@@ -9,16 +9,15 @@ test, which compares the names used here with the ones the processes emit.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+
+from conftest import need_program
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMETHEUS = ROOT / "deploy" / "prometheus"
@@ -70,11 +69,7 @@ def promql_expressions() -> list[str]:
 
 
 def _promtool(*arguments: str, cwd: Path = PROMETHEUS) -> None:
-    binary = shutil.which("promtool")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool not installed: CI installs it (apt-get install prometheus)")
-        pytest.skip("promtool not installed: apt-get install prometheus")
+    binary = need_program("promtool", "Debian: apt-get install prometheus")
     done = subprocess.run([binary, *arguments], cwd=cwd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"promtool {' '.join(arguments)} failed:\n{done.stdout}{done.stderr}"
 

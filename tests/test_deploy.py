@@ -20,7 +20,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from click.core import ParameterSource
 from click.testing import CliRunner
 
 import smq
+from conftest import need_program, stderr_line_after
 from http_support import BIN, Server
 from metrics_support import scrape, value
 from smq.cli import main
@@ -85,16 +85,6 @@ def _named(kind: str, name: str) -> dict[str, Any]:
 
 def _compose() -> dict[str, Any]:
     return yaml.safe_load(COMPOSE.read_text())  # PyYAML resolves the `<<` merge keys
-
-
-def _need(program: str, why: str) -> str:
-    """The path of ``program``; a skip when missing, a failure when CI is set (CI installs it)."""
-    found = shutil.which(program)
-    if found:
-        return found
-    if os.environ.get("CI"):
-        pytest.fail(f"{program} is missing and CI is set: {why}")
-    pytest.skip(f"{program} not installed ({why})")
 
 
 def _seconds(duration: str | int) -> float:
@@ -303,7 +293,7 @@ def test_kubectl_kustomize_builds_both_kustomizations_and_sets_the_image() -> No
 
 
 def test_the_compose_file_is_valid_for_docker_compose() -> None:
-    compose = _need(
+    compose = need_program(
         "docker-compose", "Debian: apt-get install docker-compose; it validates without an engine"
     )
     done = subprocess.run(
@@ -318,7 +308,7 @@ def test_the_compose_file_is_valid_for_docker_compose() -> None:
 
 
 def test_promtool_accepts_the_prometheus_config_and_the_alert_rules_it_loads(tmp_path: Path) -> None:
-    promtool = _need("promtool", "Debian: apt-get install prometheus")
+    promtool = need_program("promtool", "Debian: apt-get install prometheus")
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     # The container reads the rules at the path compose mounts them; here, next to the config.
     assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
@@ -700,20 +690,6 @@ def test_smq_serve_with_access_keys_answers_its_probes_and_scrapes_unsigned(
         assert server.stop() == 0
 
 
-def _started(process: subprocess.Popen[str], marker: str) -> str:
-    """The rest of the first stderr line of ``process`` that holds ``marker``."""
-    assert process.stderr is not None
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if marker in line:
-            return line.split(marker, 1)[1].strip()
-        if not line and process.poll() is not None:
-            break
-    process.kill()
-    raise AssertionError(f"no {marker!r} from {process.args}: {process.stderr.read()}")
-
-
 @contextmanager
 def _running(argv: list[str], redis_url: str, marker: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``smq argv`` as a subprocess with the example handler on its path; stopped by its pid."""
@@ -725,7 +701,7 @@ def _running(argv: list[str], redis_url: str, marker: str) -> Iterator[tuple[sub
         [str(BIN / "smq"), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
     )
     try:
-        yield process, _started(process, marker)
+        yield process, stderr_line_after(process, marker)
     finally:
         if process.poll() is None:
             process.kill()

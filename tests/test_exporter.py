@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 import smq
-from conftest import Clock
+from conftest import Clock, stderr_line_after
 from metrics_support import labelled, names, scrape, serving_exporter, value
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
 from smq.exporter import COUNTER_METRICS, Exporter, ExporterConfig
@@ -261,16 +260,7 @@ def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    assert process.stderr is not None
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if "serving " in line:
-            return process, line.split("serving ", 1)[1].strip()
-        if not line and process.poll() is not None:
-            break
-    process.kill()
-    raise AssertionError(f"smq exporter did not start: {process.stderr.read()}")
+    return process, stderr_line_after(process, "serving ")
 
 
 def test_smq_exporter_command_serves_the_fleet_until_sigterm(

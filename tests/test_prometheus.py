@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import smq
-from metrics_support import PrometheusServer, prometheus_or_skip, serving_exporter
+from conftest import need_program
+from metrics_support import PrometheusServer, serving_exporter
 
 ALERTS = Path(__file__).resolve().parent.parent / "deploy" / "prometheus" / "alerts.yml"
 
@@ -13,7 +14,7 @@ ALERTS = Path(__file__).resolve().parent.parent / "deploy" / "prometheus" / "ale
 def test_prometheus_scrapes_the_exporter_and_promql_returns_the_backlog(
     redis_client: smq.Client, tmp_path: Path
 ) -> None:
-    binary = prometheus_or_skip()
+    binary = need_program("prometheus", "Debian: apt-get install prometheus")
     jobs = redis_client.create_queue("backlog")
     jobs.send_batch([smq.SendEntry(f"e{n}", "x") for n in range(10)])
     for batch in range(3):
