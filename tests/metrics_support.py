@@ -88,7 +88,11 @@ class PrometheusServer:
         self.url = ""
 
     def start(self) -> PrometheusServer:
-        log = open(self.directory / "prometheus.log", "wb")
+        # The child keeps its own copy of the descriptor; ours closes when this returns.
+        with open(self.directory / "prometheus.log", "wb") as log:
+            return self._start(log)
+
+    def _start(self, log: Any) -> PrometheusServer:
         for _ in range(5):  # a port free when probed may be taken before Prometheus binds it
             port = free_port()
             self.process = subprocess.Popen(
