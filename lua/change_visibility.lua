@@ -7,12 +7,20 @@
 -- KEYS[4] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>"
 -- KEYS[5] stats (hash): counters
 -- KEYS[6] events (stream): lifecycle events
+-- KEYS[7] fifo (hash): FIFO queues: id -> "<group> <seq> <sent_ms>"
+-- KEYS[8] ordered (zset): FIFO queues: "<group> <seq> <id>", each group's messages in order
+-- KEYS[9] groups (hash): FIFO queues: group -> 'r' | 'w' | messages in flight
+-- KEYS[10] ready (list): FIFO queues: groups whose head may be received
+-- KEYS[11] waiting (zset): FIFO queues: groups whose head is delayed
+-- KEYS[12] delayed (zset): FIFO queues: ids sent while the queue had a delay
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
 -- ARGV[3] count (1-10): number of changes
 -- ARGV[4..] per change, 3 entries: id, token, visibility_ms (0-43200000)
 --
+-- Timeout 0 on a FIFO queue leaves the message at its place in its group and
+-- unlocks the group when no other message of it is in flight.
 -- Returns {OK, status_1, ..., status_n}, each status one of OK,
 -- E_NOT_INFLIGHT (visible again, or deleted), E_STALE_RECEIPT (in flight
 -- under a newer receipt), E_CEILING (would pass 12 h after that receive);
@@ -23,6 +31,14 @@ local inflight = KEYS[3]
 local state = KEYS[4]
 local stats = KEYS[5]
 local events = KEYS[6]
+local fifo = KEYS[7]
+local ordered = KEYS[8]
+local groups = KEYS[9]
+local ready = KEYS[10]
+local waiting = KEYS[11]
+local delayed = KEYS[12]
+local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
+  ready = ready, waiting = waiting, delayed = delayed}
 local now = clock(ARGV[1])
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)
@@ -35,11 +51,13 @@ for i = 1, count do
     return fail(E_BAD_ARGUMENT, 'bad visibility_ms for change ' .. i)
   end
 end
-local events_max = redis.call('HGET', meta, 'events_max')
-if events_max == false then
+local settings = redis.call('HMGET', meta, 'events_max', 'fifo', 'delay_ms')
+if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
-events_max = tonumber(events_max)
+local events_max = tonumber(settings[1])
+local is_fifo = settings[2] == '1'
+local delay_ms = tonumber(settings[3]) or 0
 
 local reply = {OK}
 local changed, sooner = 0, 0
@@ -64,7 +82,14 @@ for i = 1, count do
     else
       if visibility_ms == 0 then
         redis.call('ZREM', inflight, id)
-        redis.call('LPUSH', visible, id)
+        if is_fifo then
+          local info = redis.call('HGET', k.fifo, id)
+          if info then
+            fifo_release(k, parse_fifo(info), now, delay_ms)
+          end
+        else
+          redis.call('LPUSH', visible, id)
+        end
         sooner = sooner + 1
       else
         redis.call('ZADD', inflight, 'XX', now + visibility_ms, id)

@@ -7,6 +7,12 @@
 -- KEYS[5] stats (hash): counters
 -- KEYS[6] events (stream): lifecycle events
 -- KEYS[7] origins (hash): id -> queue a moved message came from
+-- KEYS[8] fifo (hash): FIFO queues: id -> "<group> <seq> <sent_ms>"
+-- KEYS[9] ordered (zset): FIFO queues: "<group> <seq> <id>", each group's messages in order
+-- KEYS[10] groups (hash): FIFO queues: group -> 'r' | 'w' | messages in flight
+-- KEYS[11] ready (list): FIFO queues: groups whose head may be received
+-- KEYS[12] waiting (zset): FIFO queues: groups whose head is delayed
+-- KEYS[13] delayed (zset): FIFO queues: ids sent while the queue had a delay
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
@@ -15,7 +21,9 @@
 --
 -- The newest receipt of a message deletes it, in flight or visible again
 -- (the work is done; a redelivery would repeat it). A visible message leaves
--- its id in the visible list as a ghost that receive skips. An older receipt
+-- its id in the visible list as a ghost that receive skips (a FIFO queue
+-- drops it from its group, and unlocks the group when it held the group's
+-- last message in flight). An older receipt
 -- deletes nothing, succeeds as in SQS, and is counted as a stale receipt.
 --
 -- Returns {OK, status_1, ..., status_n}, each DELETED, ALREADY_GONE or
@@ -27,6 +35,14 @@ local state = KEYS[4]
 local stats = KEYS[5]
 local events = KEYS[6]
 local origins = KEYS[7]
+local fifo = KEYS[8]
+local ordered = KEYS[9]
+local groups = KEYS[10]
+local ready = KEYS[11]
+local waiting = KEYS[12]
+local delayed = KEYS[13]
+local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
+  ready = ready, waiting = waiting, delayed = delayed}
 local now = clock(ARGV[1])
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)
@@ -34,12 +50,14 @@ local count = int_arg(ARGV[3], 1, 10)
 if count == nil or #ARGV ~= 3 + 2 * count then
   return fail(E_BAD_ARGUMENT, 'delete takes 1 to 10 receipts of 2 arguments')
 end
-local settings = redis.call('HMGET', meta, 'events_max', 'inflight_limit')
+local settings = redis.call('HMGET', meta, 'events_max', 'inflight_limit', 'fifo', 'delay_ms')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
 local events_max = tonumber(settings[1])
 local inflight_limit = tonumber(settings[2]) or 120000
+local is_fifo = settings[3] == '1'
+local delay_ms = tonumber(settings[4]) or 0
 local was_full = redis.call('ZCARD', inflight) >= inflight_limit
 
 local ids = {}
@@ -82,7 +100,24 @@ for i = 1, count do
   reply[i + 1] = status
 end
 
-if #doomed > 0 then
+local unlocked = false
+if #doomed > 0 and is_fifo then
+  for i = 1, #doomed do
+    local was_inflight = redis.call('ZREM', inflight, doomed[i]) == 1
+    local group = fifo_forget(k, doomed[i])
+    if was_inflight and group and fifo_release(k, group, now, delay_ms) then
+      unlocked = true
+    end
+  end
+  redis.call('HDEL', messages, unpack(doomed))
+  redis.call('HDEL', state, unpack(doomed))
+  redis.call('HDEL', origins, unpack(doomed))
+  redis.call('HINCRBY', stats, 'deleted', #doomed)
+  if was_full or unlocked then
+    -- Long polls waiting on the in-flight limit or on the group may go on.
+    redis.call('PUBLISH', wake_channel, '1')
+  end
+elseif #doomed > 0 then
   -- Ids deleted but not in flight are visible again: ghosts in the list.
   local ghosts = #doomed - redis.call('ZREM', inflight, unpack(doomed))
   redis.call('HDEL', messages, unpack(doomed))

@@ -15,6 +15,15 @@
 -- KEYS[13] tags (hash): tag key -> value
 -- KEYS[14] sources (zset): names of queues that may name this one as dead-letter queue
 -- KEYS[15] tasks (hash): message move tasks of which this queue is the source
+-- KEYS[16] fifo (hash): FIFO queues: id -> "<group> <seq> <sent_ms>"
+-- KEYS[17] ordered (zset): FIFO queues: each group's messages in order
+-- KEYS[18] groups (hash): FIFO queues: group -> 'r' | 'w' | messages in flight
+-- KEYS[19] ready (list): FIFO queues: groups whose head may be received
+-- KEYS[20] waiting (zset): FIFO queues: groups whose head is delayed
+-- KEYS[21] dedup (hash): FIFO queues: deduplication key -> message it let in
+-- KEYS[22] dedup_at (zset): FIFO queues: deduplication keys by when they lapse
+-- KEYS[23] attempts (hash): FIFO queues: receive request attempt id -> messages
+-- KEYS[24] attempts_at (zset): FIFO queues: attempt ids by when they lapse
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): unused, kept for uniformity
 --
@@ -35,7 +44,17 @@ local tags = KEYS[13]
 local sources = KEYS[14]
 local tasks = KEYS[15]
 
+local fifo = KEYS[16]
+local ordered = KEYS[17]
+local groups = KEYS[18]
+local ready = KEYS[19]
+local waiting = KEYS[20]
+local dedup = KEYS[21]
+local dedup_at = KEYS[22]
+local attempts = KEYS[23]
+local attempts_at = KEYS[24]
 local existed = redis.call('EXISTS', meta)
 redis.call('UNLINK', meta, visible, inflight, delayed, messages, state, stats,
-  events, outbox, outbox_at, arrivals, origins, tags, sources, tasks)
+  events, outbox, outbox_at, arrivals, origins, tags, sources, tasks, fifo, ordered, groups, ready, waiting,
+  dedup, dedup_at, attempts, attempts_at)
 return {OK, existed}

@@ -7,14 +7,24 @@
 -- KEYS[5] messages (hash): id -> record "<sent_ms>|<payload>"
 -- KEYS[6] stats (hash): counters
 -- KEYS[7] outbox (hash): id -> message leaving for another queue
+-- KEYS[8] fifo (hash): FIFO queues: id -> "<group> <seq> <sent_ms>"
+-- KEYS[9] ordered (zset): FIFO queues: "<group> <seq> <id>", each group's messages in order
+-- KEYS[10] groups (hash): FIFO queues: group -> 'r' | 'w' | messages in flight
+-- KEYS[11] ready (list): FIFO queues: groups whose head may be received
+-- KEYS[12] waiting (zset): FIFO queues: groups whose head is delayed, by its sent_ms
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 --
 -- Messages whose timeout or delay has run out but that no receive has
 -- moved yet are counted where they now belong (visible).
 --
+-- On a FIFO queue, delayed counts messages sent while the queue had a delay
+-- and not received since; the oldest message is looked for among the heads
+-- of the first groups ready and waiting (OLDEST_PROBE of each).
+--
 -- Returns {OK, now_ms, meta (flat field, value list), stats (flat list),
---          visible, in_flight, delayed, moving, oldest_sent_ms (-1: none)}
+--          visible, in_flight, delayed, moving, oldest_sent_ms (-1: none),
+--          groups, groups_in_flight} (the last two 0 on a standard queue).
 -- or {E_QUEUE_MISSING, ''}.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -23,6 +33,11 @@ local delayed = KEYS[4]
 local messages = KEYS[5]
 local stats = KEYS[6]
 local outbox = KEYS[7]
+local fifo = KEYS[8]
+local ordered = KEYS[9]
+local groups = KEYS[10]
+local ready = KEYS[11]
+local waiting = KEYS[12]
 local now = clock(ARGV[1])
 
 local OLDEST_PROBE = 10
@@ -31,17 +46,57 @@ local settings = redis.call('HGETALL', meta)
 if #settings == 0 then
   return fail(E_QUEUE_MISSING)
 end
-local ghosts = tonumber(redis.call('HGET', meta, 'ghosts')) or 0
 local expired = redis.call('ZCOUNT', inflight, '-inf', now)
+local inflight_n = redis.call('ZCARD', inflight) - expired
+local first_expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 1)
+
+if redis.call('HGET', meta, 'fifo') == '1' then
+  local delay_ms = tonumber(redis.call('HGET', meta, 'delay_ms')) or 0
+  local delayed_n = 0
+  if delay_ms > 0 then
+    delayed_n = redis.call('ZCOUNT', delayed, '(' .. (now - delay_ms), '+inf')
+  end
+  local visible_n = redis.call('HLEN', messages) - inflight_n - delayed_n
+  local groups_n = redis.call('HLEN', groups)
+  local locked_n = groups_n - redis.call('LLEN', ready) - redis.call('ZCARD', waiting)
+  local candidates = {}
+  local heads = redis.call('LRANGE', ready, 0, OLDEST_PROBE - 1)
+  local waiting_heads = redis.call('ZRANGE', waiting, 0, OLDEST_PROBE - 1)
+  for i = 1, #waiting_heads do
+    heads[#heads + 1] = waiting_heads[i]
+  end
+  for i = 1, #heads do
+    local low, high = group_range(heads[i])
+    local head = redis.call('ZRANGEBYLEX', ordered, low, high, 'LIMIT', 0, 1)
+    if head[1] then
+      candidates[#candidates + 1] = member_id(head[1])
+    end
+  end
+  candidates[#candidates + 1] = first_expired[1]
+  local oldest = -1
+  if #candidates > 0 then
+    local infos = redis.call('HMGET', fifo, unpack(candidates))
+    for i = 1, #infos do
+      if infos[i] then
+        local _, _, sent = parse_fifo(infos[i])
+        if oldest < 0 or sent < oldest then
+          oldest = sent
+        end
+      end
+    end
+  end
+  return {OK, now, settings, redis.call('HGETALL', stats), visible_n, inflight_n,
+    delayed_n, redis.call('HLEN', outbox), oldest, groups_n, locked_n}
+end
+
+local ghosts = tonumber(redis.call('HGET', meta, 'ghosts')) or 0
 local due = redis.call('ZCOUNT', delayed, '-inf', now)
 local visible_n = redis.call('LLEN', visible) - ghosts + expired + due
-local inflight_n = redis.call('ZCARD', inflight) - expired
 local delayed_n = redis.call('ZCARD', delayed) - due
 
 -- The oldest message waiting: the head of the list holds the oldest
 -- sends; run-out timeouts and delays may be older still.
 local candidates = redis.call('LRANGE', visible, 0, OLDEST_PROBE - 1)
-local first_expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 1)
 local first_due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1)
 candidates[#candidates + 1] = first_expired[1]
 candidates[#candidates + 1] = first_due[1]
@@ -59,4 +114,4 @@ if #candidates > 0 then
 end
 
 return {OK, now, settings, redis.call('HGETALL', stats), visible_n, inflight_n,
-  delayed_n, redis.call('HLEN', outbox), oldest}
+  delayed_n, redis.call('HLEN', outbox), oldest, 0, 0}

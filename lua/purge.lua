@@ -7,10 +7,18 @@
 -- KEYS[5] messages (hash): id -> record
 -- KEYS[6] state (hash): id -> receive state
 -- KEYS[7] origins (hash): id -> queue a moved message came from
+-- KEYS[8] fifo (hash): FIFO queues: id -> "<group> <seq> <sent_ms>"
+-- KEYS[9] ordered (zset): FIFO queues: each group's messages in order
+-- KEYS[10] groups (hash): FIFO queues: group -> 'r' | 'w' | messages in flight
+-- KEYS[11] ready (list): FIFO queues: groups whose head may be received
+-- KEYS[12] waiting (zset): FIFO queues: groups whose head is delayed
+-- KEYS[13] attempts (hash): FIFO queues: receive request attempt id -> messages
+-- KEYS[14] attempts_at (zset): FIFO queues: attempt ids by when they lapse
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): unused, kept for uniformity
 --
 -- Returns {OK, number of messages purged} or {E_QUEUE_MISSING, ''}.
+-- Deduplication ids stay: a purge does not let a duplicate in.
 -- Messages already leaving through the outbox finish their move.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -19,11 +27,19 @@ local delayed = KEYS[4]
 local messages = KEYS[5]
 local state = KEYS[6]
 local origins = KEYS[7]
+local fifo = KEYS[8]
+local ordered = KEYS[9]
+local groups = KEYS[10]
+local ready = KEYS[11]
+local waiting = KEYS[12]
+local attempts = KEYS[13]
+local attempts_at = KEYS[14]
 
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
 local purged = redis.call('HLEN', messages)
-redis.call('UNLINK', visible, inflight, delayed, messages, state, origins)
+redis.call('UNLINK', visible, inflight, delayed, messages, state, origins, fifo, ordered, groups,
+  ready, waiting, attempts, attempts_at)
 redis.call('HSET', meta, 'ghosts', 0)
 return {OK, purged}

@@ -15,7 +15,15 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from . import _move_tasks
-from ._config import QueueConfig, check_extra_attributes, check_int, check_queue_name, check_setting_names
+from ._config import (
+    FIFO_INFLIGHT_LIMIT,
+    QueueConfig,
+    check_extra_attributes,
+    check_int,
+    check_queue_name,
+    check_setting_names,
+    is_fifo_name,
+)
 from ._errors import (
     BackendError,
     InvalidAttributeValue,
@@ -38,7 +46,7 @@ from ._sources import list_sources, note_source
 from ._tags import check_tags
 from ._wakeup import Waker
 
-_NAME_PART = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_NAME_PART = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 
 
 def _no_retries() -> Retry:
@@ -113,7 +121,15 @@ class Client:
         check_queue_name(name)
         check_setting_names(settings)
         checked_tags = check_tags(tags) if tags is not None else {}
-        config = QueueConfig(**settings)
+        fifo = is_fifo_name(name)
+        if settings.get("fifo_queue", fifo) != fifo:
+            raise InvalidAttributeValue(
+                f"queue {name!r}: a FIFO queue's name ends in .fifo, and only a FIFO queue's does"
+            )
+        defaults: dict[str, Any] = {"fifo_queue": fifo}
+        if fifo:
+            defaults["inflight_limit"] = FIFO_INFLIGHT_LIMIT
+        config = QueueConfig(**{**defaults, **settings})
         self._check_dead_letter_target(name, config)
         keys = QueueKeys.of(name)
         meta = config.to_meta()
@@ -345,6 +361,11 @@ class Client:
             return
         if policy.dead_letter_queue == name:
             raise InvalidAttributeValue(f"queue {name!r} cannot be its own dead-letter queue")
+        if is_fifo_name(policy.dead_letter_queue) != is_fifo_name(name):
+            kind = "a FIFO queue" if is_fifo_name(name) else "a standard queue"
+            raise InvalidAttributeValue(
+                f"the dead-letter queue of {kind} must be {kind}, not {policy.dead_letter_queue!r}"
+            )
         if not self.queue_exists(policy.dead_letter_queue):
             raise QueueDoesNotExist(
                 f"dead-letter queue {policy.dead_letter_queue!r} does not exist; create it first"

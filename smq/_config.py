@@ -20,20 +20,29 @@ MAX_VISIBILITY_TIMEOUT = 43200
 """12 hours, in seconds: the most a receipt may keep a message invisible."""
 
 
+FIFO_SUFFIX = ".fifo"
+
+
 def check_queue_name(name: object) -> str:
-    """Return ``name`` if it is a valid standard queue name, else raise InvalidQueueName."""
+    """Return ``name`` if it is a valid queue name, else raise InvalidQueueName.
+
+    A standard queue's name is 1-80 letters, digits, ``-`` or ``_``; a FIFO
+    queue's is the same followed by ``.fifo``, 80 characters in all.
+    """
     if not isinstance(name, str):
         raise InvalidQueueName(f"queue name must be a string, not {type(name).__name__}")
-    if name.endswith(".fifo"):
-        stem = name[: -len(".fifo")]
-        if _NAME.fullmatch(stem) and len(name) <= 80:
-            raise InvalidQueueName(
-                f"queue name {name!r}: the .fifo suffix is reserved for FIFO queues, "
-                "which this version of smq does not support yet"
-            )
-    if not _NAME.fullmatch(name):
-        raise InvalidQueueName(f"queue name {name!r} is invalid: use 1 to 80 letters, digits, '-' or '_'")
+    stem = name[: -len(FIFO_SUFFIX)] if name.endswith(FIFO_SUFFIX) else name
+    if not _NAME.fullmatch(stem) or len(name) > 80:
+        raise InvalidQueueName(
+            f"queue name {name!r} is invalid: use 1 to 80 letters, digits, '-' or '_' "
+            f"(a FIFO queue's name ends in {FIFO_SUFFIX}, within the 80)"
+        )
     return name
+
+
+def is_fifo_name(name: str) -> bool:
+    """True for the name of a FIFO queue (it ends in ``.fifo``)."""
+    return name.endswith(FIFO_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,16 @@ EXTRA_PREFIX = "x:"
 """``meta`` hash fields of the stored SQS attributes: ``x:<name>``."""
 MAX_EXTRA_VALUE = 65536
 _REDRIVE_PERMISSIONS = ("allowAll", "denyAll", "byQueue")
+DEDUPLICATION_SCOPES = ("queue", "messageGroup")
+THROUGHPUT_LIMITS = ("perQueue", "perMessageGroupId")
+FIFO_INFLIGHT_LIMIT = 20_000
+"""The default in-flight limit of a FIFO queue (SQS: 20,000)."""
+# name: (meta field, allowed values, default); FIFO queues only
+_FIFO_SETTINGS: dict[str, tuple[str, tuple[Any, ...], Any]] = {
+    "content_based_deduplication": ("content_dedup", (False, True), False),
+    "deduplication_scope": ("dedup_scope", DEDUPLICATION_SCOPES, "queue"),
+    "fifo_throughput_limit": ("throughput_limit", THROUGHPUT_LIMITS, "perQueue"),
+}
 _MAX_REDRIVE_SOURCES = 10
 
 
@@ -203,6 +222,15 @@ class QueueConfig:
         extra_attributes: SQS attributes smq stores but does not act on
             (``Policy``, ``KmsMasterKeyId``, ``KmsDataKeyReusePeriodSeconds``,
             ``SqsManagedSseEnabled``, ``RedriveAllowPolicy``), name -> value.
+        fifo_queue: FifoQueue: a FIFO queue (its name ends in ``.fifo``);
+            set at creation only. Its in-flight limit defaults to 20,000.
+        content_based_deduplication: FIFO: a send without a deduplication id
+            uses the SHA-256 of its body.
+        deduplication_scope: FIFO: ``"queue"`` or ``"messageGroup"`` (ids
+            deduplicate within their group only).
+        fifo_throughput_limit: FIFO: ``"perQueue"`` or ``"perMessageGroupId"``;
+            stored and returned. smq imposes no per-queue rate quota, so it
+            does not throttle anything.
     """
 
     visibility_timeout: int = 30
@@ -214,10 +242,24 @@ class QueueConfig:
     inflight_limit: int = 120_000
     event_stream_max_len: int = 0
     extra_attributes: Mapping[str, str] = dataclasses.field(default_factory=ExtraAttributes)
+    fifo_queue: bool = False
+    content_based_deduplication: bool = False
+    deduplication_scope: str = "queue"
+    fifo_throughput_limit: str = "perQueue"
 
     def __post_init__(self) -> None:
         for name, (_, low, high, _, _) in _INT_SETTINGS.items():
             check_int(name, getattr(self, name), low, high, InvalidAttributeValue)
+        if not isinstance(self.fifo_queue, bool):
+            raise InvalidAttributeValue(f"fifo_queue must be True or False, not {self.fifo_queue!r}")
+        for name, (_, allowed, default) in _FIFO_SETTINGS.items():
+            value = getattr(self, name)
+            if type(value) is not type(default) or value not in allowed:
+                raise InvalidAttributeValue(
+                    f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}"
+                )
+            if value != default and not self.fifo_queue:
+                raise InvalidAttributeName(f"{name} applies to FIFO queues only")
         if self.redrive_policy is not None and not isinstance(self.redrive_policy, RedrivePolicy):
             raise InvalidAttributeValue("redrive_policy must be a RedrivePolicy or None")
         if not isinstance(self.extra_attributes, ExtraAttributes):  # else checked when made
@@ -241,6 +283,12 @@ class QueueConfig:
         if "extra_attributes" in chosen:
             for name, value in self.extra_attributes.items():
                 meta[EXTRA_PREFIX + name] = value
+        if "fifo_queue" in chosen:
+            meta["fifo"] = "1" if self.fifo_queue else "0"
+        for name, (field, _, _) in _FIFO_SETTINGS.items():
+            if name in chosen and self.fifo_queue:
+                value = getattr(self, name)
+                meta[field] = ("1" if value else "0") if isinstance(value, bool) else value
         return meta
 
     @classmethod
@@ -258,6 +306,12 @@ class QueueConfig:
                 if name.startswith(EXTRA_PREFIX) and name[len(EXTRA_PREFIX) :] in EXTRA_ATTRIBUTE_NAMES
             }
         )
+        if meta.get("fifo") == "1":
+            values["fifo_queue"] = True
+            for name, (field, _, default) in _FIFO_SETTINGS.items():
+                if field in meta:
+                    text = meta[field]
+                    values[name] = text == "1" if isinstance(default, bool) else text
         return cls(**values)
 
 
@@ -289,6 +343,8 @@ class QueueInfo:
         modified_at: LastModifiedTimestamp, seconds since the epoch.
         oldest_age: Seconds since the oldest visible message was sent, or None.
         counters: Fleet-wide counters kept by the scripts (sent, received, ...).
+        groups: FIFO: message groups with messages stored (0 on a standard queue).
+        groups_in_flight: FIFO: groups locked by messages in flight.
     """
 
     name: str
@@ -301,6 +357,8 @@ class QueueInfo:
     modified_at: float
     oldest_age: float | None
     counters: Mapping[str, int]
+    groups: int = 0
+    groups_in_flight: int = 0
 
 
 COUNTERS = (
@@ -315,5 +373,6 @@ COUNTERS = (
     "retention_expired",
     "empty_receives",
     "moved_in",
+    "deduplicated",
 )
 """The counters the scripts keep in each queue's ``stats`` hash."""

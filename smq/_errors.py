@@ -9,6 +9,7 @@
     │   ├── InvalidAttributeValue
     │   ├── InvalidMessageContents
     │   ├── MessageTooLong
+    │   ├── MissingParameter             e.g. a FIFO send without MessageGroupId
     │   ├── VisibilityCeilingExceeded    change past 12 h after the receive
     │   └── BatchError
     │       ├── EmptyBatchRequest
@@ -64,6 +65,10 @@ class InvalidMessageContents(InvalidParameter):
 
 class MessageTooLong(InvalidParameter):
     """Body plus attributes larger than the queue's MaximumMessageSize."""
+
+
+class MissingParameter(InvalidParameter):
+    """A parameter the call needs is missing (MessageGroupId on a FIFO queue...)."""
 
 
 class VisibilityCeilingExceeded(InvalidParameter):
@@ -176,9 +181,11 @@ class Status(enum.IntEnum):
     E_TAG_LIMIT = -8
     E_TASK_ACTIVE = -9
     E_TASK_MISSING = -10
+    E_NO_DEDUPLICATION_ID = -11
     DELETED = 1
     ALREADY_GONE = 2
     STALE_IGNORED = 3
+    DUPLICATE = 4
 
 
 _ERRORS: dict[int, tuple[type[SmqError], str]] = {
@@ -201,6 +208,10 @@ _ERRORS: dict[int, tuple[type[SmqError], str]] = {
     ),
     Status.E_TASK_ACTIVE: (MoveTaskActive, "queue {queue!r} has an active message move task"),
     Status.E_TASK_MISSING: (MoveTaskNotFound, "no message move task {detail} on queue {queue!r}"),
+    Status.E_NO_DEDUPLICATION_ID: (
+        InvalidParameter,
+        "FIFO queue {queue!r} has no content-based deduplication: give each message a deduplication id",
+    ),
 }
 
 

@@ -35,6 +35,16 @@ KINDS = (
     "tags",  # hash: tag key -> value (at most 50)
     "sources",  # zset, score 0: queues that may name this one as dead-letter queue (a superset)
     "tasks",  # hash: message move tasks of which this queue is the source (the last 10)
+    # FIFO queues only (see lua/includes/fifo.lua):
+    "fifo",  # hash: id -> "<group> <seq> <sent_ms>"
+    "ordered",  # zset, score 0: "<group> <seq> <id>", each group's messages in order
+    "groups",  # hash: group -> 'r' (ready) | 'w' (waiting) | messages in flight
+    "ready",  # list: groups whose head may be received
+    "waiting",  # zset: groups whose head is delayed, by the head's sent ms
+    "dedup",  # hash: deduplication key -> "<id> <seq>" of the message it let in
+    "dedup_at",  # zset: deduplication keys by when they lapse (ms)
+    "attempts",  # hash: receive request attempt id -> "<token> <id> ..."
+    "attempts_at",  # zset: attempt ids by when they lapse (ms)
 )
 
 
@@ -58,6 +68,15 @@ class QueueKeys:
     tags: str
     sources: str
     tasks: str
+    fifo: str
+    ordered: str
+    groups: str
+    ready: str
+    waiting: str
+    dedup: str
+    dedup_at: str
+    attempts: str
+    attempts_at: str
     wake_channel: str
 
     @classmethod

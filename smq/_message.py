@@ -1,9 +1,12 @@
 """Messages: what is sent and received, how it is checked and stored.
 
 A stored record is ``<sent_ms>|<payload>``; the Lua scripts read the sent
-time and nothing else. The payload is ``<n>:<attributes><body>`` where the
-attributes are ``n`` bytes of JSON (absent when ``n`` is 0) and the body is
-the rest, in UTF-8.
+time and, on FIFO queues, the group. The payload is ``<n>:<attributes><body>``
+where the attributes are ``n`` bytes of JSON (absent when ``n`` is 0) and the
+body is the rest, in UTF-8. A message with a group id starts its payload with
+a header ``f<g>:<group><d>:<deduplication id>`` (``g`` and ``d`` their
+lengths; ``d`` is 0 without an id), so that the ids travel with the message
+when it moves to another queue.
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ from ._errors import (
     InvalidAttributeName,
     InvalidAttributeValue,
     InvalidMessageContents,
+    InvalidParameter,
     ReceiptHandleIsInvalid,
 )
 
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
-_RECEIPT = re.compile(r"([A-Za-z0-9_-]{1,80}):([A-Za-z0-9-]{1,64}):([A-Za-z0-9_-]{16,64})")
+_RECEIPT = re.compile(r"([A-Za-z0-9_.-]{1,80}):([A-Za-z0-9-]{1,64}):([A-Za-z0-9_-]{16,64})")
+_FIFO_ID = re.compile(r"[!-~]{1,128}")
 MAX_ATTRIBUTES = 10
 
 
@@ -147,9 +152,23 @@ def attributes_size(attributes: Mapping[str, MessageAttribute]) -> int:
     return size
 
 
-def encode_payload(body: bytes, attributes: Mapping[str, MessageAttribute]) -> bytes:
+def check_fifo_id(name: str, value: object) -> str:
+    """A MessageGroupId or MessageDeduplicationId: 1-128 ASCII letters, digits or punctuation."""
+    if not isinstance(value, str) or not _FIFO_ID.fullmatch(value):
+        raise InvalidParameter(
+            f"{name} {value!r} is invalid: use 1 to 128 ASCII letters, digits or punctuation"
+        )
+    return value
+
+
+def fifo_header(group: str, deduplication_id: str) -> bytes:
+    """The payload header of a message with a group (see the module docstring)."""
+    return b"f%d:%s%d:%s" % (len(group), group.encode(), len(deduplication_id), deduplication_id.encode())
+
+
+def encode_payload(body: bytes, attributes: Mapping[str, MessageAttribute], header: bytes = b"") -> bytes:
     if not attributes:
-        return b"0:" + body
+        return header + b"0:" + body
     packed = json.dumps(
         [
             [name, a.data_type, base64.b64encode(a.value).decode() if isinstance(a.value, bytes) else a.value]
@@ -158,12 +177,24 @@ def encode_payload(body: bytes, attributes: Mapping[str, MessageAttribute]) -> b
         separators=(",", ":"),
         ensure_ascii=False,
     ).encode()
-    return b"%d:%s%s" % (len(packed), packed, body)
+    return header + b"%d:%s%s" % (len(packed), packed, body)
 
 
-def decode_record(record: bytes) -> tuple[int, dict[str, MessageAttribute], str]:
-    """(sent_ms, attributes, body) of a stored record."""
+def decode_record(
+    record: bytes,
+) -> tuple[int, dict[str, MessageAttribute], str, str | None, str | None]:
+    """(sent_ms, attributes, body, group id, deduplication id) of a stored record."""
     sent, _, payload = record.partition(b"|")
+    group = deduplication_id = None
+    if payload[:1] == b"f":
+        colon = payload.index(b":")
+        end = colon + 1 + int(payload[1:colon])
+        group = payload[colon + 1 : end].decode()
+        colon = payload.index(b":", end)
+        start = colon + 1
+        payload_end = start + int(payload[end:colon])
+        deduplication_id = payload[start:payload_end].decode() or None
+        payload = payload[payload_end:]
     colon = payload.index(b":")
     size = int(payload[:colon])
     start = colon + 1
@@ -173,7 +204,7 @@ def decode_record(record: bytes) -> tuple[int, dict[str, MessageAttribute], str]
             if data_type.startswith("Binary"):
                 value = base64.b64decode(value)
             attributes[name] = MessageAttribute(data_type, value)
-    return int(sent), attributes, payload[start + size :].decode("utf-8")
+    return int(sent), attributes, payload[start + size :].decode("utf-8"), group, deduplication_id
 
 
 def new_message_ids(count: int) -> list[str]:
@@ -212,6 +243,11 @@ class Message:
         sent_at: SentTimestamp, in seconds since the epoch (Redis clock).
         receive_count: ApproximateReceiveCount: receives so far, this one included.
         first_received_at: ApproximateFirstReceiveTimestamp, seconds since the epoch.
+        message_group_id: MessageGroupId, or None (standard queue, none sent).
+        deduplication_id: FIFO: MessageDeduplicationId (given, or the SHA-256
+            of the body on a content-based queue).
+        sequence_number: FIFO: SequenceNumber, 20 digits, increasing in
+            send order within the queue.
     """
 
     queue: str
@@ -222,6 +258,9 @@ class Message:
     sent_at: float
     receive_count: int
     first_received_at: float
+    message_group_id: str | None = None
+    deduplication_id: str | None = None
+    sequence_number: str | None = None
 
     @property
     def md5_of_body(self) -> str:
@@ -241,14 +280,21 @@ class SendEntry:
     Attributes:
         id: Batch entry id, 1-80 of ``[A-Za-z0-9_-]``, distinct within the batch.
         body: Message body.
-        delay_seconds: Per-message delay (0-900), None for the queue's.
+        delay_seconds: Per-message delay (0-900), None for the queue's
+            (FIFO queues take none: the queue's delay applies).
         attributes: Message attributes.
+        message_group_id: MessageGroupId: required on a FIFO queue; kept
+            and returned on a standard queue, where it orders nothing.
+        deduplication_id: FIFO: MessageDeduplicationId; required unless the
+            queue has content-based deduplication.
     """
 
     id: str
     body: str
     delay_seconds: int | None = None
     attributes: Mapping[str, AttributeValue] | None = None
+    message_group_id: str | None = None
+    deduplication_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,12 +306,18 @@ class SendResult:
         body: The body sent (for the digest).
         attributes: The attributes sent, typed.
         id: The batch entry id ('' for a single send).
+        sequence_number: FIFO: the message's SequenceNumber (20 digits).
+        duplicate: FIFO: True when a message with the same deduplication id
+            was sent within 5 minutes: this one was accepted and dropped, and
+            ``message_id`` and ``sequence_number`` are the first one's.
     """
 
     message_id: str
     body: str
     attributes: Mapping[str, MessageAttribute] = field(default_factory=dict)
     id: str = ""
+    sequence_number: str | None = None
+    duplicate: bool = False
 
     @property
     def md5_of_body(self) -> str:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import re
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._batch import MAX_BATCH, check_entries, failure
 from ._config import (
     EXTRA_PREFIX,
     MAX_VISIBILITY_TIMEOUT,
@@ -17,17 +17,13 @@ from ._config import (
     check_extra_attributes,
     check_int,
     check_setting_names,
+    is_fifo_name,
 )
 from ._errors import (
-    BatchEntryIdsNotDistinct,
-    BatchRequestTooLong,
-    EmptyBatchRequest,
-    InvalidBatchEntryId,
+    InvalidAttributeValue,
     InvalidParameter,
-    MessageTooLong,
     SmqError,
     Status,
-    TooManyEntriesInBatchRequest,
     error_for,
 )
 from ._keys import QueueKeys
@@ -40,56 +36,25 @@ from ._message import (
     Message,
     SendEntry,
     SendResult,
-    attributes_size,
-    check_body,
+    check_fifo_id,
     decode_record,
-    encode_payload,
-    new_message_ids,
     parse_receipt,
-    to_attributes,
 )
 from ._moves import finish_moves
 from ._moves import recover as recover_moves
 from ._peek import PeekedMessage, peek
 from ._scripts import text_pairs
+from ._send import send_messages, send_one
 from ._sources import note_source
 from ._tags import check_tag_keys, check_tags
 
 if TYPE_CHECKING:
     from ._client import Client
 
-_ENTRY_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
-MAX_BATCH = 10
-MAX_BATCH_BYTES = 1048576
 MAX_WAIT_SECONDS = 20
 _SKIP_ROUNDS = 10
 
 log = logging.getLogger("smq.queue")
-
-
-def _check_entries(entries: object, kind: type) -> None:
-    if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence):
-        raise InvalidParameter(f"a batch is a sequence of {kind.__name__}, not {type(entries).__name__}")
-    for entry in entries:
-        if not isinstance(entry, kind):
-            raise InvalidParameter(f"batch entries must be {kind.__name__}, not {type(entry).__name__}")
-    _check_batch([entry.id for entry in entries])
-
-
-def _check_batch(ids: Sequence[str]) -> None:
-    if not ids:
-        raise EmptyBatchRequest("a batch needs at least one entry")
-    if len(ids) > MAX_BATCH:
-        raise TooManyEntriesInBatchRequest(f"a batch has at most {MAX_BATCH} entries, not {len(ids)}")
-    for entry_id in ids:
-        if not isinstance(entry_id, str) or not _ENTRY_ID.fullmatch(entry_id):
-            raise InvalidBatchEntryId(f"batch entry id {entry_id!r}: use 1 to 80 letters, digits, '-' or '_'")
-    if len(set(ids)) != len(ids):
-        raise BatchEntryIdsNotDistinct("two batch entries share an id")
-
-
-def _failure(entry_id: str, error: SmqError) -> BatchFailure:
-    return BatchFailure(entry_id, type(error).__name__, str(error))
 
 
 class Queue:
@@ -99,12 +64,14 @@ class Queue:
     (a long poll may run several), judged by the Redis server's clock.
     """
 
-    __slots__ = ("_client", "name", "keys")
+    __slots__ = ("_client", "name", "keys", "fifo")
 
     def __init__(self, client: Client, name: str) -> None:
         self._client = client
         self.name = name
         self.keys = QueueKeys.of(name)
+        self.fifo = is_fifo_name(name)
+        """True for a FIFO queue (its name ends in ``.fifo``)."""
 
     def __repr__(self) -> str:
         return f"<smq.Queue {self.name!r}>"
@@ -117,62 +84,28 @@ class Queue:
         *,
         delay_seconds: int | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
+        message_group_id: str | None = None,
+        deduplication_id: str | None = None,
     ) -> SendResult:
-        """Send one message. Raises MessageTooLong, InvalidMessageContents, ..."""
-        result = self._send([SendEntry("single", body, delay_seconds, attributes)], single=True)
-        if result.failed:
-            failure = result.failed[0]
-            raise MessageTooLong(failure.message)
-        return result.successful[0]
+        """Send one message. Raises MessageTooLong, InvalidMessageContents, ...
+
+        On a FIFO queue ``message_group_id`` is required and ``delay_seconds``
+        refused (the queue's delay applies); ``deduplication_id`` is required
+        unless the queue has content-based deduplication. A duplicate within
+        5 minutes is accepted and not stored again (``SendResult.duplicate``).
+        """
+        entry = SendEntry("single", body, delay_seconds, attributes, message_group_id, deduplication_id)
+        return send_one(self, entry)
 
     def send_batch(self, entries: Sequence[SendEntry]) -> BatchResult[SendResult]:
         """Send 1-10 messages; each entry succeeds or fails on its own.
 
         A batch malformed as a whole (no entries, more than 10, repeated or
         invalid ids, more than 1 MiB in all) raises a BatchError and sends nothing.
+        On a FIFO queue the messages of one group are stored in entry order.
         """
-        _check_entries(entries, SendEntry)
-        return self._send(entries, single=False)
-
-    def _send(self, entries: Sequence[SendEntry], *, single: bool) -> BatchResult[SendResult]:
-        args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
-        pending: list[SendResult] = []
-        failed: list[BatchFailure] = []
-        total = 0
-        message_ids = new_message_ids(len(entries))
-        for entry, message_id in zip(entries, message_ids, strict=True):
-            try:
-                body = check_body(entry.body)
-                attributes = to_attributes(entry.attributes)
-                delay = (
-                    -1
-                    if entry.delay_seconds is None
-                    else check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
-                )
-            except SmqError as error:
-                if single:
-                    raise
-                failed.append(_failure(entry.id, error))
-                continue
-            size = len(body) + attributes_size(attributes) if attributes else len(body)
-            total += size
-            args += [message_id, delay, size, encode_payload(body, attributes)]
-            pending.append(SendResult(message_id, entry.body, attributes, "" if single else entry.id))
-        if total > MAX_BATCH_BYTES:
-            if single:
-                raise MessageTooLong(f"the message is {total} bytes; at most {MAX_BATCH_BYTES}")
-            raise BatchRequestTooLong(f"the batch adds up to {total} bytes; at most {MAX_BATCH_BYTES}")
-        if not pending:
-            return BatchResult([], failed)
-        args[2] = len(pending)
-        reply = self._client.run("send", self.keys, args, queue=self.name)
-        successful: list[SendResult] = []
-        for result, status in zip(pending, reply[1:], strict=True):
-            if status == Status.OK:
-                successful.append(result)
-            else:
-                failed.append(_failure(result.id, error_for(status, self.name)))
-        return BatchResult(successful, failed)
+        check_entries(entries, SendEntry)
+        return send_messages(self, entries, single=False)
 
     # -- receive ----------------------------------------------------------------
 
@@ -182,6 +115,7 @@ class Queue:
         *,
         visibility_timeout: int | None = None,
         wait_time_seconds: int | None = None,
+        attempt_id: str | None = None,
     ) -> list[Message]:
         """Receive up to ``max_messages`` (1-10) messages.
 
@@ -192,8 +126,21 @@ class Queue:
         timeout to run out or a delay to fall due, and returns as soon as one
         does; it returns an empty list when the wait ends with none.
         Raises OverLimit on a short poll of a queue at its in-flight limit.
+
+        On a FIFO queue, messages come in order within each message group, and
+        a group with a message in flight gives out no other message until that
+        one is deleted or visible again. ``attempt_id`` (FIFO only:
+        ReceiveRequestAttemptId, 1-128 ASCII letters, digits or punctuation)
+        makes a retry safe: repeated within 5 minutes it returns the messages
+        of the first call still in flight under it, with the same receipts and
+        a fresh visibility timeout. A FIFO queue at its in-flight limit returns
+        no messages rather than raising OverLimit, as SQS does.
         """
         check_int("max_messages", max_messages, 1, MAX_BATCH)
+        if attempt_id is not None:
+            check_fifo_id("ReceiveRequestAttemptId", attempt_id)
+            if not self.fifo:
+                raise InvalidParameter("ReceiveRequestAttemptId applies to FIFO queues only")
         visibility_ms = -1
         if visibility_timeout is not None:
             visibility_ms = (
@@ -201,7 +148,7 @@ class Queue:
             )
         if wait_time_seconds is not None:
             check_int("wait_time_seconds", wait_time_seconds, 0, MAX_WAIT_SECONDS)
-        return self._receive(max_messages, visibility_ms, wait_time_seconds)
+        return self._receive(max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or "")
 
     def _receive(
         self,
@@ -209,22 +156,30 @@ class Queue:
         visibility_ms: int,
         wait_time_seconds: int | None,
         stop: Callable[[], bool] | None = None,
+        attempt_id: str = "",
     ) -> list[Message]:
         """Receive, checked; a long poll ends early once ``stop()`` is true.
 
         Whoever sets the stop condition calls ``Waker.interrupt`` so that a
         waiting poll looks at it at once.
         """
-        messages, next_due_ms, wait_ms, over_limit = self._receive_now(max_messages, visibility_ms)
+        messages, next_due_ms, wait_ms, over_limit = self._receive_now(
+            max_messages, visibility_ms, attempt_id
+        )
         wait = wait_ms / 1000 if wait_time_seconds is None else wait_time_seconds
         if messages or wait <= 0:
             if over_limit:
                 raise error_for(Status.E_OVER_LIMIT, self.name)
             return messages
-        return self._long_poll(max_messages, visibility_ms, time.monotonic() + wait, stop)
+        return self._long_poll(max_messages, visibility_ms, time.monotonic() + wait, stop, attempt_id)
 
     def _long_poll(
-        self, max_messages: int, visibility_ms: int, deadline: float, stop: Callable[[], bool] | None = None
+        self,
+        max_messages: int,
+        visibility_ms: int,
+        deadline: float,
+        stop: Callable[[], bool] | None = None,
+        attempt_id: str = "",
     ) -> list[Message]:
         waker = self._client._waker
         channel = self.keys.wake_channel
@@ -233,7 +188,7 @@ class Queue:
                 seen = waker.count(channel)
                 if stop is not None and stop():
                     return []
-                messages, next_due_ms, _, _ = self._receive_now(max_messages, visibility_ms)
+                messages, next_due_ms, _, _ = self._receive_now(max_messages, visibility_ms, attempt_id)
                 if messages:
                     return messages
                 remaining = deadline - time.monotonic()
@@ -247,24 +202,39 @@ class Queue:
                 if not woken and time.monotonic() >= deadline:
                     return []
 
-    def _receive_now(self, max_messages: int, visibility_ms: int) -> tuple[list[Message], int, int, bool]:
+    def _receive_now(
+        self, max_messages: int, visibility_ms: int, attempt_id: str = ""
+    ) -> tuple[list[Message], int, int, bool]:
         # A receive script skips at most 100 deleted, expired or dead-lettered
         # ids; when it runs out of skips (next due 0, nothing received) there
         # may be messages behind them, so look again, a bounded number of times.
         for _ in range(_SKIP_ROUNDS):
-            messages, next_due_ms, wait_ms, over_limit = self._receive_once(max_messages, visibility_ms)
+            messages, next_due_ms, wait_ms, over_limit = self._receive_once(
+                max_messages, visibility_ms, attempt_id
+            )
             if messages or over_limit or next_due_ms != 0:
                 break
         return messages, next_due_ms, wait_ms, over_limit
 
-    def _receive_once(self, max_messages: int, visibility_ms: int) -> tuple[list[Message], int, int, bool]:
+    def _receive_once(
+        self, max_messages: int, visibility_ms: int, attempt_id: str = ""
+    ) -> tuple[list[Message], int, int, bool]:
         token = secrets.token_urlsafe(12)
-        args = (self._client._now_arg(), max_messages, visibility_ms, token, self.name)
-        reply = self._client.run("receive", self.keys, args, queue=self.name, tolerate=Status.E_OVER_LIMIT)
+        args: tuple[Any, ...] = (self._client._now_arg(), max_messages, visibility_ms, token, self.name)
+        script = "receive"
+        if self.fifo:
+            script = "receive_fifo"
+            args += (attempt_id,)
+        reply = self._client.run(script, self.keys, args, queue=self.name, tolerate=Status.E_OVER_LIMIT)
         if reply[0] == Status.E_OVER_LIMIT:
-            return [], int(reply[1]), int(reply[2]), True
+            # SQS answers a FIFO queue at its limit with no messages, not an error.
+            return [], int(reply[1]), int(reply[2]), not self.fifo
         next_due_ms, recover, wait_ms, moved_n = reply[1], reply[2], reply[3], reply[4]
         position = 5
+        stride = 4
+        if self.fifo:
+            token = reply[5].decode()  # an earlier receive's, on a repeated attempt
+            position, stride = 6, 5
         if moved_n or recover:
             # The messages below are in flight already: a failure to finish
             # moves must not keep them from the caller. Unfinished moves stay
@@ -281,9 +251,9 @@ class Queue:
             position += 2 * moved_n
         messages = []
         name = self.name
-        for i in range(position, len(reply), 4):
+        for i in range(position, len(reply), stride):
             message_id = reply[i].decode()
-            sent_ms, attributes, body = decode_record(reply[i + 1])
+            sent_ms, attributes, body, group, deduplication_id = decode_record(reply[i + 1])
             messages.append(
                 Message(
                     name,
@@ -294,6 +264,9 @@ class Queue:
                     sent_ms / 1000,
                     reply[i + 2],
                     reply[i + 3] / 1000,
+                    group,
+                    deduplication_id,
+                    reply[i + 4].decode() if stride == 5 else None,
                 )
             )
         return messages, next_due_ms, wait_ms, False
@@ -313,7 +286,7 @@ class Queue:
 
     def change_visibility_batch(self, entries: Sequence[ChangeEntry]) -> BatchResult[str]:
         """Change the visibility of 1-10 messages; returns the entry ids per outcome."""
-        _check_entries(entries, ChangeEntry)
+        check_entries(entries, ChangeEntry)
         return self._change(entries, single=False)
 
     def _change(self, entries: Sequence[ChangeEntry], *, single: bool) -> BatchResult[str]:
@@ -330,7 +303,7 @@ class Queue:
             elif single:
                 raise error_for(status, self.name)
             else:
-                failed.append(_failure(entry_id, error_for(status, self.name)))
+                failed.append(failure(entry_id, error_for(status, self.name)))
         return BatchResult(successful, failed)
 
     def _by_receipt(
@@ -351,7 +324,7 @@ class Queue:
             except SmqError as error:
                 if single:
                     raise
-                failed.append(_failure(entry.id, error))
+                failed.append(failure(entry.id, error))
                 continue
             args += [message_id, token, *more]
             pending.append(entry.id)
@@ -376,7 +349,7 @@ class Queue:
 
     def delete_batch(self, entries: Sequence[DeleteEntry]) -> BatchResult[str]:
         """Delete 1-10 messages. Stale or already-used receipts count as success, as in SQS."""
-        _check_entries(entries, DeleteEntry)
+        check_entries(entries, DeleteEntry)
         return self._delete(entries, single=False)
 
     def _delete(self, entries: Sequence[DeleteEntry], *, single: bool) -> BatchResult[str]:
@@ -405,6 +378,8 @@ class Queue:
             modified_at=int(meta["modified_ms"]) / 1000,
             oldest_age=(now_ms - oldest) / 1000 if oldest >= 0 else None,
             counters=counters,
+            groups=reply[9],
+            groups_in_flight=reply[10],
         )
 
     def peek(self, state: str = "visible", *, limit: int = 10, offset: int = 0) -> list[PeekedMessage]:
@@ -431,7 +406,11 @@ class Queue:
         check_setting_names(settings)
         if not settings:
             raise InvalidParameter("set_attributes needs at least one setting")
-        config = QueueConfig(**settings)
+        if "fifo_queue" in settings:
+            raise InvalidAttributeValue(
+                f"fifo_queue is set when queue {self.name!r} is created, never changed"
+            )
+        config = QueueConfig(**settings, fifo_queue=self.fifo)
         self._client._check_dead_letter_target(self.name, config)
         meta = config.to_meta(set(settings) - {"extra_attributes"})
         if "extra_attributes" in settings:

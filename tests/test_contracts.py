@@ -24,7 +24,7 @@ def test_status_codes_agree_between_lua_and_python() -> None:
     in_lua = {
         name: int(value)
         for name, value in re.findall(
-            r"^local (E_\w+|OK|DELETED|ALREADY_GONE|STALE_IGNORED) = (-?\d+)$", common, re.M
+            r"^local (E_\w+|OK|DELETED|ALREADY_GONE|STALE_IGNORED|DUPLICATE) = (-?\d+)$", common, re.M
         )
     }
     assert in_lua == {status.name: status.value for status in Status}
@@ -57,7 +57,7 @@ def test_scripts_keep_to_the_portable_bounded_lua_subset(name: str) -> None:
     ):
         assert forbidden not in body
     # no globals: a name assigned without `local` must have been declared local
-    source = (LUA / "includes" / "common.lua").read_text() + body
+    source = "".join(p.read_text() for p in sorted((LUA / "includes").glob("*.lua"))) + body
     declared = set(re.findall(r"\blocal function (\w+)", source))
     for names in re.findall(r"\blocal ([\w, ]+?)\s*(?:=|$)", source, re.M):
         declared |= {n.strip() for n in names.split(",")}

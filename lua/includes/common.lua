@@ -15,10 +15,13 @@ local E_BAD_ARGUMENT = -7
 local E_TAG_LIMIT = -8
 local E_TASK_ACTIVE = -9
 local E_TASK_MISSING = -10
+local E_NO_DEDUPLICATION_ID = -11
 -- Positive per-entry outcomes of delete.
 local DELETED = 1
 local ALREADY_GONE = 2
 local STALE_IGNORED = 3
+-- Positive per-entry outcome of send_fifo: accepted, not stored again.
+local DUPLICATE = 4
 
 -- 12 hours: no receipt keeps a message invisible longer than this after
 -- the receive that minted it.

@@ -13,10 +13,11 @@ from typing import IO, Any
 
 import click
 
+from .._batch import MAX_BATCH
 from .._config import MAX_VISIBILITY_TIMEOUT
 from .._errors import BatchRequestTooLong, OutcomeUnknown, ReceiptError, SmqError
 from .._message import MessageAttribute, SendEntry
-from .._queue import MAX_BATCH, MAX_WAIT_SECONDS, Queue
+from .._queue import MAX_WAIT_SECONDS, Queue
 from ._base import fail, main
 from ._connect import open_client, redis_options
 from ._output import json_option, preview, print_json, print_table

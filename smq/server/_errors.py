@@ -83,6 +83,7 @@ _FROM_CORE: dict[type[core.SmqError], str] = {
     core.InvalidAttributeValue: "InvalidAttributeValue",
     core.InvalidMessageContents: "InvalidMessageContents",
     core.MessageTooLong: "InvalidParameterValue",
+    core.MissingParameter: "MissingParameter",
     core.VisibilityCeilingExceeded: "InvalidParameterValue",
     core.EmptyBatchRequest: "EmptyBatchRequest",
     core.TooManyEntriesInBatchRequest: "TooManyEntriesInBatchRequest",

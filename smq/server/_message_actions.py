@@ -8,11 +8,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._batch import MAX_BATCH, check_batch
 from .._config import MAX_VISIBILITY_TIMEOUT
 from .._digest import md5_of_attributes
 from .._errors import SmqError
 from .._message import BatchFailure, ChangeEntry, DeleteEntry, Message, MessageAttribute, SendEntry
-from .._queue import MAX_BATCH, MAX_WAIT_SECONDS, _check_batch
+from .._queue import MAX_WAIT_SECONDS
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError, code_for, from_core
@@ -136,7 +137,7 @@ def _batch_ids(entries: Sequence[Mapping[str, Any]]) -> list[str]:
             f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.",
         )
     ids = [p.required_string(entry, "Id") for entry in entries]
-    _check_batch(ids)
+    check_batch(ids)
     return ids
 
 

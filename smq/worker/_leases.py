@@ -22,9 +22,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from .._batch import MAX_BATCH
 from .._errors import QueueDoesNotExist, SmqError
 from .._message import ChangeEntry, DeleteEntry, Message
-from .._queue import MAX_BATCH, Queue
+from .._queue import Queue
 from ._job import Job
 from ._metrics import WorkerMetrics
 

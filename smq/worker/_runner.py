@@ -10,9 +10,10 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from .._batch import MAX_BATCH
 from .._client import Client
 from .._errors import InvalidParameter, QueueDoesNotExist, SmqError
-from .._queue import MAX_BATCH, Queue
+from .._queue import Queue
 from ._config import WorkerConfig
 from ._leases import CEILING_SECONDS, LeaseKeeper
 from ._metrics import WorkerMetrics

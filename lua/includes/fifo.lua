@@ -1,0 +1,109 @@
+-- FIFO queue helpers, spliced in front of every script with common.lua.
+--
+-- A FIFO queue keeps its messages in `messages`, `state` and `inflight` as a
+-- standard queue does, and orders them by group with these keys instead of
+-- the visible list:
+--   fifo (hash): id -> "<group> <seq> <sent_ms>" (seq: 20 digits, per queue)
+--   ordered (zset, every score 0): "<group> <seq> <id>"; a lex range over
+--     "<group> " is that group's stored messages in send order
+--   groups (hash): group -> 'r' (listed in ready), 'w' (listed in waiting),
+--     or n > 0 (n of its messages are in flight: the group is locked)
+--   ready (list): groups whose head may be received, oldest first
+--   waiting (zset): groups whose head is still delayed, scored by the
+--     head's sent_ms (the queue's delay is retroactive, as in SQS)
+-- Every group with stored messages is in `groups` and in exactly one of
+-- ready, waiting or locked; a group may stay listed after its last message
+-- was deleted, and receive forgets it when it reaches it. Group ids are 1-128
+-- printable ASCII characters without spaces, so ' ' ends a group's prefix and
+-- '!' (the next byte) bounds its range.
+
+-- The lex range of one group in `ordered`.
+local function group_range(group)
+  return '[' .. group .. ' ', '(' .. group .. '!'
+end
+
+-- The message id at the end of an `ordered` member.
+local function member_id(member)
+  return string.match(member, ' (%S+)$')
+end
+
+-- Group, seq and sent_ms of a `fifo` entry.
+local function parse_fifo(info)
+  local group, seq, sent = string.match(info, '^(%S+) (%d+) (%d+)$')
+  return group, seq, tonumber(sent)
+end
+
+-- Put a group that holds no message in flight where receives find it:
+-- ready, waiting (its head is delayed), or forgotten (no messages left).
+local function fifo_schedule(k, group, now, delay_ms)
+  local low, high = group_range(group)
+  local head = redis.call('ZRANGEBYLEX', k.ordered, low, high, 'LIMIT', 0, 1)
+  if not head[1] then
+    redis.call('HDEL', k.groups, group)
+    return
+  end
+  if delay_ms > 0 then
+    local info = redis.call('HGET', k.fifo, member_id(head[1]))
+    local _, _, sent = parse_fifo(info or '- 0 0')
+    if sent ~= nil and sent + delay_ms > now then
+      redis.call('HSET', k.groups, group, 'w')
+      redis.call('ZADD', k.waiting, sent, group)
+      return
+    end
+  end
+  redis.call('HSET', k.groups, group, 'r')
+  redis.call('RPUSH', k.ready, group)
+end
+
+-- One message of `group` left flight (deleted, timed out, released): the
+-- group unlocks when it was the last. Returns true when it unlocked.
+local function fifo_release(k, group, now, delay_ms)
+  local held = tonumber(redis.call('HGET', k.groups, group))
+  if held == nil then
+    return false
+  end
+  if held > 1 then
+    redis.call('HSET', k.groups, group, held - 1)
+    return false
+  end
+  fifo_schedule(k, group, now, delay_ms)
+  return true
+end
+
+-- Forget a message's place in its group (deleted, dropped, or moved out).
+local function fifo_forget(k, id)
+  local info = redis.call('HGET', k.fifo, id)
+  if info then
+    local group, seq = parse_fifo(info)
+    redis.call('ZREM', k.ordered, group .. ' ' .. seq .. ' ' .. id)
+    redis.call('HDEL', k.fifo, id)
+    redis.call('ZREM', k.delayed, id)
+    return group
+  end
+  return nil
+end
+
+-- The group of a FIFO record: its payload starts "f<n>:<group><m>:<dedup>"
+-- (see smq/_message.py); nil for a record without that header.
+local function record_group(record)
+  local n, rest = string.match(record, '^%d+|f(%d+):(.*)$')
+  if n == nil then
+    return nil
+  end
+  return string.sub(rest, 1, tonumber(n))
+end
+
+-- Store a message in its group, behind the group's other messages; list the
+-- group when it is new. Returns the message's sequence number (20 digits).
+local function fifo_add(k, id, group, sent, now, delay_ms)
+  local seq = string.format('%020d', redis.call('HINCRBY', k.meta, 'fifo_seq', 1))
+  redis.call('HSET', k.fifo, id, group .. ' ' .. seq .. ' ' .. sent)
+  redis.call('ZADD', k.ordered, 0, group .. ' ' .. seq .. ' ' .. id)
+  if delay_ms > 0 and sent + delay_ms > now then
+    redis.call('ZADD', k.delayed, sent, id)
+  end
+  if redis.call('HEXISTS', k.groups, group) == 0 then
+    fifo_schedule(k, group, now, delay_ms)
+  end
+  return seq
+end

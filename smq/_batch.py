@@ -1,0 +1,48 @@
+"""Batch requests: the checks every batch call makes before it runs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ._errors import (
+    BatchEntryIdsNotDistinct,
+    EmptyBatchRequest,
+    InvalidBatchEntryId,
+    InvalidParameter,
+    SmqError,
+    TooManyEntriesInBatchRequest,
+)
+from ._message import BatchFailure
+
+_ENTRY_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
+MAX_BATCH = 10
+MAX_BATCH_BYTES = 1048576
+
+
+def check_entries(entries: object, kind: type) -> None:
+    """Raise unless ``entries`` is a well-formed batch of ``kind`` objects."""
+    if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence):
+        raise InvalidParameter(f"a batch is a sequence of {kind.__name__}, not {type(entries).__name__}")
+    for entry in entries:
+        if not isinstance(entry, kind):
+            raise InvalidParameter(f"batch entries must be {kind.__name__}, not {type(entry).__name__}")
+    check_batch([entry.id for entry in entries])
+
+
+def check_batch(ids: Sequence[str]) -> None:
+    """Raise a BatchError unless ``ids`` are 1-10 distinct, valid entry ids."""
+    if not ids:
+        raise EmptyBatchRequest("a batch needs at least one entry")
+    if len(ids) > MAX_BATCH:
+        raise TooManyEntriesInBatchRequest(f"a batch has at most {MAX_BATCH} entries, not {len(ids)}")
+    for entry_id in ids:
+        if not isinstance(entry_id, str) or not _ENTRY_ID.fullmatch(entry_id):
+            raise InvalidBatchEntryId(f"batch entry id {entry_id!r}: use 1 to 80 letters, digits, '-' or '_'")
+    if len(set(ids)) != len(ids):
+        raise BatchEntryIdsNotDistinct("two batch entries share an id")
+
+
+def failure(entry_id: str, error: SmqError) -> BatchFailure:
+    """The batch failure of one entry, named by the exception's class."""
+    return BatchFailure(entry_id, type(error).__name__, str(error))

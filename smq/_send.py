@@ -1,0 +1,126 @@
+"""Sending: check each message, store it with one script call, report per entry.
+
+A standard queue's messages join its visible list (``send.lua``); a FIFO
+queue's join their group, once per deduplication id (``send_fifo.lua``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._batch import MAX_BATCH_BYTES, failure
+from ._config import check_int
+from ._errors import (
+    BatchRequestTooLong,
+    InvalidParameter,
+    MessageTooLong,
+    MissingParameter,
+    SmqError,
+    Status,
+    error_for,
+)
+from ._message import (
+    BatchFailure,
+    BatchResult,
+    MessageAttribute,
+    SendEntry,
+    SendResult,
+    attributes_size,
+    check_body,
+    check_fifo_id,
+    encode_payload,
+    fifo_header,
+    new_message_ids,
+    to_attributes,
+)
+from ._scripts import text
+
+if TYPE_CHECKING:
+    from ._queue import Queue
+
+
+def send_one(queue: Queue, entry: SendEntry) -> SendResult:
+    """Send one message; raise what refused it."""
+    return send_messages(queue, [entry], single=True).successful[0]
+
+
+def _script_args(
+    queue: Queue, entry: SendEntry, message_id: str
+) -> tuple[int, dict[str, MessageAttribute], list[Any]]:
+    """(size, typed attributes, the script's arguments) for one message; raises what is wrong with it."""
+    body = check_body(entry.body)
+    attributes = to_attributes(entry.attributes)
+    size = len(body) + attributes_size(attributes) if attributes else len(body)
+    group = entry.message_group_id
+    if group is not None:
+        check_fifo_id("MessageGroupId", group)
+    if not queue.fifo:
+        if entry.deduplication_id is not None:
+            raise InvalidParameter("MessageDeduplicationId applies to FIFO queues only")
+        delay_ms = -1
+        if entry.delay_seconds is not None:
+            delay_ms = check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
+        header = fifo_header(group, "") if group is not None else b""
+        return size, attributes, [message_id, delay_ms, size, encode_payload(body, attributes, header)]
+    if group is None:
+        raise MissingParameter(f"a message to FIFO queue {queue.name!r} needs a message group id")
+    if entry.delay_seconds is not None:
+        raise InvalidParameter(
+            f"FIFO queue {queue.name!r} takes no per-message delay_seconds; the queue's DelaySeconds applies"
+        )
+    given = entry.deduplication_id
+    if given is not None:
+        check_fifo_id("MessageDeduplicationId", given)
+    digest = hashlib.sha256(body).hexdigest()
+    payload = encode_payload(body, attributes, fifo_header(group, given or digest))
+    return size, attributes, [message_id, size, payload, group, given or "", digest]
+
+
+def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> BatchResult[SendResult]:
+    """Send checked batch entries, each succeeding or failing on its own; ``single`` raises instead."""
+    client = queue._client
+    args: list[Any] = [client._now_arg(), queue.keys.wake_channel, 0]
+    pending: list[tuple[SendEntry, str, dict[str, MessageAttribute]]] = []
+    failed: list[BatchFailure] = []
+    total = 0
+    for entry, message_id in zip(entries, new_message_ids(len(entries)), strict=True):
+        try:
+            size, attributes, more = _script_args(queue, entry, message_id)
+        except SmqError as error:
+            if single:
+                raise
+            failed.append(failure(entry.id, error))
+            continue
+        total += size
+        args += more
+        pending.append((entry, message_id, attributes))
+    if total > MAX_BATCH_BYTES:
+        if single:
+            raise MessageTooLong(f"the message is {total} bytes; at most {MAX_BATCH_BYTES}")
+        raise BatchRequestTooLong(f"the batch adds up to {total} bytes; at most {MAX_BATCH_BYTES}")
+    if not pending:
+        return BatchResult([], failed)
+    args[2] = len(pending)
+    if queue.fifo:
+        reply = client.run("send_fifo", queue.keys, args, queue=queue.name)
+        outcomes = [(reply[i], text(reply[i + 1]), text(reply[i + 2])) for i in range(1, len(reply), 3)]
+    else:
+        reply = client.run("send", queue.keys, args, queue=queue.name)
+        outcomes = [
+            (status, message_id, "") for status, (_, message_id, _) in zip(reply[1:], pending, strict=True)
+        ]
+    successful: list[SendResult] = []
+    for (entry, _, attributes), (status, message_id, seq) in zip(pending, outcomes, strict=True):
+        if status in (Status.OK, Status.DUPLICATE):
+            entry_id = "" if single else entry.id
+            duplicate = status == Status.DUPLICATE
+            successful.append(
+                SendResult(message_id, entry.body, attributes, entry_id, seq or None, duplicate)
+            )
+        elif single:
+            raise error_for(status, queue.name)
+        else:
+            failed.append(failure(entry.id, error_for(status, queue.name)))
+    return BatchResult(successful, failed)
