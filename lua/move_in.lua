@@ -10,6 +10,12 @@
 -- KEYS[7] arrivals (zset): "<id>:<token>" markers of moves received, scored
 --         by arrival (ms); kept MARKER_TTL_MS, trimmed a few per call
 -- KEYS[8] origins (hash): id -> queue a moved message came from
+-- KEYS[9] fifo (hash): FIFO queues: id -> "<group> <seq> <sent_ms>"
+-- KEYS[10] ordered (zset): FIFO queues: "<group> <seq> <id>", each group's messages in order
+-- KEYS[11] groups (hash): FIFO queues: group -> 'r' | 'w' | messages in flight
+-- KEYS[12] ready (list): FIFO queues: groups whose head may be received
+-- KEYS[13] waiting (zset): FIFO queues: groups whose head is delayed
+-- KEYS[14] delayed (zset): FIFO queues: ids sent while the queue had a delay
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
@@ -18,6 +24,9 @@
 --           name), receive_count (kept on a dead-letter move, 0 on redrive),
 --           first_receive_ms, then the record: 6 entries in all
 --
+-- On a FIFO queue an arrival joins the tail of its group (the group named
+-- in its record; a record without one, from a standard queue, makes a group
+-- of its own) with a new sequence number.
 -- Returns {OK, stored_n} or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -27,6 +36,14 @@ local stats = KEYS[5]
 local events = KEYS[6]
 local arrivals = KEYS[7]
 local origins = KEYS[8]
+local fifo = KEYS[9]
+local ordered = KEYS[10]
+local groups = KEYS[11]
+local ready = KEYS[12]
+local waiting = KEYS[13]
+local delayed = KEYS[14]
+local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
+  ready = ready, waiting = waiting, delayed = delayed}
 local now = clock(ARGV[1])
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 100)
@@ -45,11 +62,13 @@ for i = 1, count do
     return fail(E_BAD_ARGUMENT, 'bad receive count, time or record for message ' .. i)
   end
 end
-local events_max = redis.call('HGET', meta, 'events_max')
-if events_max == false then
+local settings = redis.call('HMGET', meta, 'events_max', 'fifo', 'delay_ms')
+if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
-events_max = tonumber(events_max)
+local events_max = tonumber(settings[1])
+local is_fifo = settings[2] == '1'
+local delay_ms = tonumber(settings[3]) or 0
 
 local stale = redis.call('ZRANGEBYSCORE', arrivals, '-inf', now - MARKER_TTL_MS, 'LIMIT', 0, TRIM_MAX)
 if #stale > 0 then
@@ -73,7 +92,12 @@ for i = 1, count do
     if origin ~= '' then
       redis.call('HSET', origins, id, origin)
     end
-    redis.call('RPUSH', visible, id)
+    if is_fifo then
+      local record = ARGV[base + 5]
+      fifo_add(k, id, record_group(record) or id, sent_ms_of(record), now, delay_ms)
+    else
+      redis.call('RPUSH', visible, id)
+    end
     stored = stored + 1
     emit(events, events_max, now, 'moved_in', id, receive_count, origin)
   end

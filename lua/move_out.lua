@@ -10,6 +10,12 @@
 -- KEYS[7] outbox (hash): id -> "<token>|<dest>|<origin>|<count>|<first_ms>|<record>"
 -- KEYS[8] outbox_at (zset): outbox ids scored by when their move began (ms)
 -- KEYS[9] origins (hash): id -> queue a moved message came from
+-- KEYS[10] fifo (hash): FIFO queues: id -> "<group> <seq> <sent_ms>"
+-- KEYS[11] ordered (zset): FIFO queues: "<group> <seq> <id>", each group's messages in order
+-- KEYS[12] groups (hash): FIFO queues: group -> 'r' | 'w' | messages in flight
+-- KEYS[13] ready (list): FIFO queues: groups whose head may be received
+-- KEYS[14] waiting (zset): FIFO queues: groups whose head is delayed
+-- KEYS[15] delayed (zset): FIFO queues: ids sent while the queue had a delay
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] max_messages (1-100)
@@ -18,6 +24,9 @@
 -- ARGV[5] queue_name (string): this queue, for messages with no origin
 --
 -- A message with no destination (no origin and none given) stays here.
+-- A FIFO queue gives up the messages of ready groups, each group's in
+-- order, from its head up to the first message that stays; groups with a
+-- message in flight or a delayed head keep theirs.
 -- Returns {OK, popped_n, live_n, [id, outbox_entry] * moved_n}: popped_n
 -- counts every id taken from the list, live_n those that were not deleted;
 -- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
@@ -30,6 +39,14 @@ local events = KEYS[6]
 local outbox = KEYS[7]
 local outbox_at = KEYS[8]
 local origins = KEYS[9]
+local fifo = KEYS[10]
+local ordered = KEYS[11]
+local groups = KEYS[12]
+local ready = KEYS[13]
+local waiting = KEYS[14]
+local delayed = KEYS[15]
+local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
+  ready = ready, waiting = waiting, delayed = delayed}
 local now = clock(ARGV[1])
 local max_messages = int_arg(ARGV[2], 1, 100)
 local token = ARGV[3]
@@ -39,11 +56,75 @@ local queue_name = ARGV[5]
 if max_messages == nil or token == '' then
   return fail(E_BAD_ARGUMENT, 'bad max_messages or token')
 end
-local settings = redis.call('HMGET', meta, 'events_max', 'ghosts')
+local settings = redis.call('HMGET', meta, 'events_max', 'ghosts', 'fifo', 'delay_ms')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
 local events_max = tonumber(settings[1])
+
+-- Into the outbox: the message leaves this queue (redriven: no receives yet).
+local function take_out(id, dest, record)
+  local entry = token .. '|' .. dest .. '|' .. queue_name .. '|0|0|' .. record
+  redis.call('HSET', outbox, id, entry)
+  redis.call('ZADD', outbox_at, now, id)
+  redis.call('HDEL', messages, id)
+  redis.call('HDEL', state, id)
+  redis.call('HDEL', origins, id)
+  emit(events, events_max, now, 'moved_out', id, 0, dest)
+  return entry
+end
+
+if settings[3] == '1' then
+  local delay_ms = tonumber(settings[4]) or 0
+  local reply = {OK, 0, 0}
+  local popped, live = 0, 0
+  for round = 1, max_messages do
+    if popped >= max_messages then
+      break
+    end
+    local group = redis.call('LPOP', ready)
+    if not group then
+      break
+    end
+    if redis.call('HGET', groups, group) == 'r' then
+      local low, high = group_range(group)
+      local members = redis.call('ZRANGEBYLEX', ordered, low, high, 'LIMIT', 0, max_messages - popped)
+      local ids = {}
+      for i = 1, #members do
+        ids[i] = member_id(members[i])
+      end
+      local records, from = {}, {}
+      if #ids > 0 then
+        records = redis.call('HMGET', messages, unpack(ids))
+        from = redis.call('HMGET', origins, unpack(ids))
+      end
+      for i = 1, #ids do
+        local id = ids[i]
+        local dest = destination
+        if dest == '' then
+          dest = from[i] or ''
+        end
+        popped = popped + 1
+        if not records[i] then
+          redis.call('ZREM', ordered, members[i])
+          redis.call('HDEL', fifo, id)
+        elseif dest == '' or dest == queue_name then
+          live = live + 1
+          break  -- it stays, and so do the later messages of its group
+        else
+          fifo_forget(k, id)
+          reply[#reply + 1] = id
+          reply[#reply + 1] = take_out(id, dest, records[i])
+          live = live + 1
+        end
+      end
+      fifo_schedule(k, group, now, delay_ms)
+    end
+  end
+  reply[2] = popped
+  reply[3] = live
+  return reply
+end
 
 local ids = redis.call('LPOP', visible, max_messages)
 if not ids then
@@ -64,16 +145,8 @@ for i = 1, #ids do
   elseif dest == '' or dest == queue_name then
     kept[#kept + 1] = id
   else
-    -- A redriven message starts over: no receives yet.
-    local entry = token .. '|' .. dest .. '|' .. queue_name .. '|0|0|' .. records[i]
-    redis.call('HSET', outbox, id, entry)
-    redis.call('ZADD', outbox_at, now, id)
-    redis.call('HDEL', messages, id)
-    redis.call('HDEL', state, id)
-    redis.call('HDEL', origins, id)
     reply[#reply + 1] = id
-    reply[#reply + 1] = entry
-    emit(events, events_max, now, 'moved_out', id, 0, dest)
+    reply[#reply + 1] = take_out(id, dest, records[i])
   end
 end
 if #kept > 0 then

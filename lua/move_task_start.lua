@@ -8,6 +8,7 @@
 -- KEYS[5] tasks (hash): token -> task record (see common.lua), 'active' ->
 --         token of the running or cancelling task, 'order' -> the tokens
 --         of the last 10 tasks, oldest first, 16 characters each
+-- KEYS[6] messages (hash): id -> record (FIFO queues: counted to find the visible)
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] token (16 of [A-Za-z0-9_-], random): names the task
@@ -23,6 +24,7 @@ local visible = KEYS[2]
 local inflight = KEYS[3]
 local delayed = KEYS[4]
 local tasks = KEYS[5]
+local messages = KEYS[6]
 local now = clock(ARGV[1])
 local token = ARGV[2]
 local destination = ARGV[3]
@@ -32,7 +34,7 @@ local KEEP = 10
 local TOKEN_LEN = 16
 
 if rate == nil or #token ~= TOKEN_LEN or string.find(token, '^[%w_-]+$') == nil or
-   string.find(destination, '^[%w_-]*$') == nil then
+   string.find(destination, '^[%w_.-]*$') == nil then
   return fail(E_BAD_ARGUMENT, 'bad token, destination or max_per_second')
 end
 local ghosts = redis.call('HGET', meta, 'ghosts')
@@ -50,8 +52,14 @@ if redis.call('HEXISTS', tasks, token) == 1 then
   return fail(E_BAD_ARGUMENT, 'task token in use')
 end
 
-local to_move = redis.call('LLEN', visible) - tonumber(ghosts) +
-  redis.call('ZCOUNT', inflight, '-inf', now) + redis.call('ZCOUNT', delayed, '-inf', now)
+local to_move
+if redis.call('HGET', meta, 'fifo') == '1' then
+  -- Stored and not in flight (a FIFO queue keeps no list of the visible).
+  to_move = redis.call('HLEN', messages) - redis.call('ZCOUNT', inflight, '(' .. now, '+inf')
+else
+  to_move = redis.call('LLEN', visible) - tonumber(ghosts) +
+    redis.call('ZCOUNT', inflight, '-inf', now) + redis.call('ZCOUNT', delayed, '-inf', now)
+end
 if to_move < 0 then
   to_move = 0
 end

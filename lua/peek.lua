@@ -7,6 +7,7 @@
 -- KEYS[5] messages (hash): id -> record "<sent_ms>|<payload>"
 -- KEYS[6] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>"
 -- KEYS[7] origins (hash): id -> queue a moved message came from
+-- KEYS[8] ordered (zset): FIFO queues: "<group> <seq> <id>", each group's messages in order
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): not read; peek judges
 --         nothing by time (a run-out timeout still shows as in flight)
@@ -19,6 +20,10 @@
 -- message is gone (ghosts, deleted while visible) are left out, so a reply
 -- may hold fewer than limit messages.
 --
+-- On a FIFO queue, visible reads the stored messages group by group, each
+-- group's in order, leaving out those in flight; delayed scores are due times
+-- by the queue's delay now.
+--
 -- Returns {OK, [id, score_ms, record, state, origin] * n}: score_ms is the
 -- zset score ('' for visible), state and origin '' when absent;
 -- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
@@ -29,6 +34,7 @@ local delayed = KEYS[4]
 local messages = KEYS[5]
 local state = KEYS[6]
 local origins = KEYS[7]
+local ordered = KEYS[8]
 local which = ARGV[2]
 local limit = int_arg(ARGV[3], 1, 100)
 local offset = int_arg(ARGV[4], 0, 10000)
@@ -39,14 +45,26 @@ end
 if limit == nil or offset == nil then
   return fail(E_BAD_ARGUMENT, 'limit must be 1-100 and offset 0-10000')
 end
+local settings = redis.call('HMGET', meta, 'fifo', 'delay_ms')
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
+local is_fifo = settings[1] == '1'
+local delay_ms = tonumber(settings[2]) or 0
 
 local ids = {}
 local scores = {}
 local last = offset + limit - 1
-if which == 'visible' then
+if which == 'visible' and is_fifo then
+  local members = redis.call('ZRANGE', ordered, offset, last)
+  for i = 1, #members do
+    local id = member_id(members[i])
+    if redis.call('ZSCORE', inflight, id) == false then
+      ids[#ids + 1] = id
+      scores[#scores + 1] = ''
+    end
+  end
+elseif which == 'visible' then
   ids = redis.call('LRANGE', visible, offset, last)
   for i = 1, #ids do
     scores[i] = ''
@@ -59,7 +77,11 @@ else
   local flat = redis.call('ZRANGE', zset, offset, last, 'WITHSCORES')
   for i = 2, #flat, 2 do
     ids[#ids + 1] = flat[i - 1]
-    scores[#scores + 1] = flat[i]
+    if is_fifo and which == 'delayed' then
+      scores[#scores + 1] = tonumber(flat[i]) + delay_ms
+    else
+      scores[#scores + 1] = flat[i]
+    end
   end
 end
 

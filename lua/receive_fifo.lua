@@ -75,7 +75,7 @@ local ATTEMPT_MS = 300000
 if max_messages == nil or visibility_ms == nil or token == '' or string.find(token, ' ') then
   return fail(E_BAD_ARGUMENT, 'bad max_messages, visibility_ms or token')
 end
-local settings = redis.call('HMGET', k.meta, 'vis_ms', 'retention_ms', 'dlq',
+local settings = redis.call('HMGET', meta, 'vis_ms', 'retention_ms', 'dlq',
   'max_receives', 'inflight_limit', 'events_max', 'wait_ms', 'delay_ms', 'fifo')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)

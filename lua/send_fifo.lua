@@ -61,7 +61,7 @@ for i = 1, count do
     return fail(E_BAD_ARGUMENT, 'bad size, group or body digest for message ' .. i)
   end
 end
-local settings = redis.call('HMGET', k.meta, 'delay_ms', 'max_size', 'events_max', 'fifo',
+local settings = redis.call('HMGET', meta, 'delay_ms', 'max_size', 'events_max', 'fifo',
   'content_dedup', 'dedup_scope')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._config import check_int, check_queue_name
+from ._config import check_int, check_queue_name, is_fifo_name
 from ._errors import (
     BackendError,
     InvalidParameter,
@@ -61,7 +61,7 @@ MAX_PER_SECOND = 500
 MAX_LIST = 10
 _RUNNER_BATCH = 1000
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{16}")
-_QUEUE = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_QUEUE = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,11 @@ def start(client: Client, source: str, destination: str | None, max_per_second: 
     check_queue_name(source)
     if destination is not None:
         check_queue_name(destination)
+        if is_fifo_name(destination) != is_fifo_name(source):
+            raise InvalidParameter(
+                f"messages of {source!r} can move only to a queue of the same type (FIFO or standard), "
+                f"not to {destination!r}"
+            )
         if destination == source:
             raise InvalidParameter(f"a message move task cannot move queue {source!r} into itself")
     if max_per_second is not None:

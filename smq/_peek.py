@@ -52,6 +52,7 @@ class PeekedMessage:
             in the past: run out, not yet taken back by a receive); delayed:
             when its delay falls due (may be in the past likewise); visible: None.
         origin: The queue it was dead-lettered or redriven from; else None.
+        message_group_id: Its MessageGroupId, or None.
     """
 
     queue: str
@@ -66,6 +67,7 @@ class PeekedMessage:
     received_at: float | None
     visible_at: float | None
     origin: str | None
+    message_group_id: str | None = None
 
 
 def peek(client: Client, keys: QueueKeys, state: str, limit: int, offset: int) -> list[PeekedMessage]:
@@ -81,7 +83,7 @@ def peek(client: Client, keys: QueueKeys, state: str, limit: int, offset: int) -
 
 def _peeked(queue: str, state: str, entry: Sequence[Any]) -> PeekedMessage:
     message_id = text(entry[0])
-    sent_ms, attributes, body, _, _ = decode_record(entry[2])
+    sent_ms, attributes, body, group, _ = decode_record(entry[2])
     receive_count, first_ms, token, receive_ms = 0, 0, "", 0
     if entry[3]:
         # "<token>|<receive_count>|<first_ms>|<receive_ms>"; a token has no '|'.
@@ -102,4 +104,5 @@ def _peeked(queue: str, state: str, entry: Sequence[Any]) -> PeekedMessage:
         received_at=receive_ms / 1000 if in_flight and receive_ms else None,
         visible_at=None if state == "visible" else float(text(entry[1])) / 1000,
         origin=origin or None,
+        message_group_id=group,
     )

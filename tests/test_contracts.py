@@ -87,7 +87,8 @@ def test_counters_kept_by_scripts_are_the_documented_ones() -> None:
 
 
 def test_meta_fields_read_by_scripts_are_written_by_the_config() -> None:
-    written = set(smq.QueueConfig().to_meta()) | {"created_ms", "modified_ms", "ghosts"}
+    written = set(smq.QueueConfig().to_meta()) | set(smq.QueueConfig(fifo_queue=True).to_meta())
+    written |= {"created_ms", "modified_ms", "ghosts", "fifo_seq"}
     read = set()
     for name in SCRIPTS:
         for call in re.findall(r"H(?:M?GET)', meta, ([^)]*)\)", _body(name)):
@@ -103,7 +104,7 @@ def test_public_surface_is_pinned() -> None:
             "EmptyBatchRequest", "InvalidAttributeName", "InvalidAttributeValue", "InvalidBatchEntryId",
             "InvalidMessageContents", "InvalidParameter", "InvalidQueueName", "Job", "LeaseLost", "Message",
             "MessageAttribute",
-            "MessageNotInflight", "MessageTooLong", "MoveTask", "MoveTaskActive", "MoveTaskNotFound",
+            "MessageNotInflight", "MessageTooLong", "MissingParameter", "MoveTask", "MoveTaskActive", "MoveTaskNotFound",
             "OutcomeUnknown", "OverLimit", "PeekedMessage", "Queue", "QueueConfig",
             "QueueDoesNotExist", "QueueInfo", "QueueNameExists", "ReceiptError", "ReceiptHandleIsInvalid",
             "RedisHealth", "RedrivePolicy", "SendEntry", "SendResult", "Settings", "SmqError", "StaleReceipt",

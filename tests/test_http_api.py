@@ -191,13 +191,6 @@ def test_create_queue_with_an_invalid_name_is_invalid_parameter_value(api: Any, 
     assert failure(caught) == ("InvalidParameterValue", 400)
 
 
-def test_fifo_queues_are_refused_as_an_unsupported_operation(api: Any) -> None:
-    # A deliberate, documented limitation: smq has standard queues only (README).
-    with pytest.raises(api.exceptions.UnsupportedOperation) as caught:
-        api.create_queue(QueueName="jobs.fifo", Attributes={"FifoQueue": "true"})
-    assert failure(caught) == ("AWS.SimpleQueueService.UnsupportedOperation", 400)
-
-
 def test_create_queue_with_an_out_of_range_attribute_is_invalid_attribute_value(api: Any) -> None:
     with pytest.raises(modelled(api, "InvalidAttributeValue")) as caught:
         api.create_queue(QueueName="jobs", Attributes={"DelaySeconds": "901"})

@@ -76,19 +76,26 @@ class LongPolls:
             self._wake(channel, len(channel.waiting))
 
     async def receive(
-        self, queue: Queue, max_messages: int, visibility_ms: int, wait_seconds: int | None
+        self,
+        queue: Queue,
+        max_messages: int,
+        visibility_ms: int,
+        wait_seconds: int | None,
+        attempt_id: str = "",
     ) -> list[Message]:
         """``Queue.receive`` for asyncio (arguments already checked)."""
-        messages, _, wait_ms, over_limit = await self._call(queue._receive_now, max_messages, visibility_ms)
+        messages, _, wait_ms, over_limit = await self._call(
+            queue._receive_now, max_messages, visibility_ms, attempt_id
+        )
         wait = wait_ms / 1000 if wait_seconds is None else wait_seconds
         if messages or wait <= 0 or self._closing:
             if over_limit and not messages and wait <= 0:
                 raise error_for(Status.E_OVER_LIMIT, queue.name)
             return list(messages)
-        return await self._poll(queue, max_messages, visibility_ms, self._loop.time() + wait)
+        return await self._poll(queue, max_messages, visibility_ms, self._loop.time() + wait, attempt_id)
 
     async def _poll(
-        self, queue: Queue, max_messages: int, visibility_ms: int, deadline: float
+        self, queue: Queue, max_messages: int, visibility_ms: int, deadline: float, attempt_id: str = ""
     ) -> list[Message]:
         async with self._watching(queue.keys.wake_channel, deadline) as channel:
             while True:
@@ -96,7 +103,7 @@ class LongPolls:
                     return []
                 seen = channel.notified
                 messages, next_due_ms, _, _ = await self._call(
-                    queue._receive_now, max_messages, visibility_ms
+                    queue._receive_now, max_messages, visibility_ms, attempt_id
                 )
                 if messages:
                     if len(messages) == max_messages:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -12,7 +13,16 @@ from .._batch import MAX_BATCH, check_batch
 from .._config import MAX_VISIBILITY_TIMEOUT
 from .._digest import md5_of_attributes
 from .._errors import SmqError
-from .._message import BatchFailure, ChangeEntry, DeleteEntry, Message, MessageAttribute, SendEntry
+from .._message import (
+    BatchFailure,
+    ChangeEntry,
+    DeleteEntry,
+    Message,
+    MessageAttribute,
+    SendEntry,
+    SendResult,
+    check_fifo_id,
+)
 from .._queue import MAX_WAIT_SECONDS
 from . import _params as p
 from ._context import Context
@@ -26,12 +36,11 @@ _SYSTEM_ATTRIBUTES = (
     "ApproximateReceiveCount",
     "ApproximateFirstReceiveTimestamp",
 )
+_GROUP_ATTRIBUTES = ("MessageGroupId", "MessageDeduplicationId", "SequenceNumber")
 _KNOWN_SYSTEM_ATTRIBUTES = {
     "All",
     *_SYSTEM_ATTRIBUTES,
-    "SequenceNumber",
-    "MessageDeduplicationId",
-    "MessageGroupId",
+    *_GROUP_ATTRIBUTES,
     "AWSTraceHeader",
     "DeadLetterQueueSourceArn",
 }
@@ -84,29 +93,44 @@ def _message_attributes(raw: Any) -> dict[str, MessageAttribute]:
     return attributes
 
 
-def _send_entry(entry_id: str, params: Mapping[str, Any]) -> SendEntry:
+def _send_entry(entry_id: str, params: Mapping[str, Any], fifo: bool) -> SendEntry:
     body = p.string(params, "MessageBody", required=True)
-    if params.get("MessageDeduplicationId") is not None:
+    deduplication_id = p.string(params, "MessageDeduplicationId")
+    if deduplication_id is not None and not fifo:
         raise SqsError(
             "InvalidParameterValue",
             "The request includes a parameter that is not valid for this queue type: MessageDeduplicationId.",
         )
-    # MessageGroupId is accepted on standard queues (it orders nothing there);
-    # MessageSystemAttributes (AWSTraceHeader) are accepted and not stored.
-    p.string(params, "MessageGroupId")
+    group = p.string(params, "MessageGroupId")
+    if fifo and group is None:
+        raise SqsError("MissingParameter", "The request must contain the parameter MessageGroupId.")
+    delay = p.integer(params, "DelaySeconds", 0, 900)
+    if fifo and delay is not None:
+        raise SqsError(
+            "InvalidParameterValue",
+            f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request include parameter "
+            "that is not valid for this queue type.",
+        )
+    # On a standard queue MessageGroupId is kept and returned (it orders
+    # nothing there); MessageSystemAttributes (AWSTraceHeader) are accepted
+    # and not stored.
     return SendEntry(
         entry_id,
         body or "",
-        p.integer(params, "DelaySeconds", 0, 900),
+        delay,
         _message_attributes(params.get("MessageAttributes")),
+        group,
+        deduplication_id,
     )
 
 
-def _send_fields(result: Any) -> Result:
+def _send_fields(result: SendResult) -> Result:
     fields = {"MessageId": result.message_id, "MD5OfMessageBody": result.md5_of_body}
     digest = result.md5_of_message_attributes
     if digest:
         fields["MD5OfMessageAttributes"] = digest
+    if result.sequence_number is not None:
+        fields["SequenceNumber"] = result.sequence_number
     return fields
 
 
@@ -120,10 +144,17 @@ def _core_call(error: SmqError, context: str = "") -> SqsError:
 
 async def send_message(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    entry = _send_entry("single", params)
+    entry = _send_entry("single", params, queue.fifo)
     try:
         result = await ctx.call(
-            queue.send, entry.body, delay_seconds=entry.delay_seconds, attributes=entry.attributes
+            functools.partial(
+                queue.send,
+                entry.body,
+                delay_seconds=entry.delay_seconds,
+                attributes=entry.attributes,
+                message_group_id=entry.message_group_id,
+                deduplication_id=entry.deduplication_id,
+            )
         )
     except SmqError as error:
         raise _core_call(error, "send") from None
@@ -160,7 +191,7 @@ async def send_message_batch(ctx: Context, params: Result) -> Result:
     failed: list[Result] = []
     for entry_id, entry in zip(ids, raw, strict=True):
         try:
-            entries.append(_send_entry(entry_id, entry))
+            entries.append(_send_entry(entry_id, entry, queue.fifo))
         except SqsError as error:
             failed.append(_entry_failure(entry_id, error))
     successful: list[Result] = []
@@ -184,7 +215,7 @@ def _wanted_attribute_names(params: Mapping[str, Any]) -> set[str]:
     unknown = names - _KNOWN_SYSTEM_ATTRIBUTES
     if unknown:
         raise SqsError("InvalidAttributeName", f"Unknown Attribute {sorted(unknown)[0]}.")
-    return set(_SYSTEM_ATTRIBUTES) if "All" in names else names
+    return {*_SYSTEM_ATTRIBUTES, *_GROUP_ATTRIBUTES} if "All" in names else names
 
 
 def _attribute_filter(params: Mapping[str, Any]) -> list[str]:
@@ -225,7 +256,17 @@ def _message(ctx: Context, message: Message, system: set[str], wanted: list[str]
             "ApproximateReceiveCount": str(message.receive_count),
             "ApproximateFirstReceiveTimestamp": str(round(message.first_received_at * 1000)),
         }
-        out["Attributes"] = {name: values[name] for name in _SYSTEM_ATTRIBUTES if name in system}
+        group_values = {
+            "MessageGroupId": message.message_group_id,
+            "MessageDeduplicationId": message.deduplication_id,
+            "SequenceNumber": message.sequence_number,
+        }
+        values.update({name: value for name, value in group_values.items() if value is not None})
+        out["Attributes"] = {
+            name: values[name]
+            for name in (*_SYSTEM_ATTRIBUTES, *_GROUP_ATTRIBUTES)
+            if name in system and name in values
+        }
     attributes = _selected(message.attributes, wanted)
     if attributes:
         out["MD5OfMessageAttributes"] = md5_of_attributes(attributes)
@@ -238,11 +279,18 @@ async def receive_message(ctx: Context, params: Result) -> Result:
     max_messages = p.integer(params, "MaxNumberOfMessages", 1, MAX_BATCH) or 1
     visibility = p.integer(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT)
     wait = p.integer(params, "WaitTimeSeconds", 0, MAX_WAIT_SECONDS)
-    p.string(params, "ReceiveRequestAttemptId")  # FIFO queues only; nothing to do on standard ones
+    attempt_id = p.string(params, "ReceiveRequestAttemptId") or ""  # FIFO only: ignored on standard queues
+    if attempt_id and queue.fifo:
+        try:
+            check_fifo_id("ReceiveRequestAttemptId", attempt_id)
+        except SmqError as error:
+            raise from_core(error) from None
     system = _wanted_attribute_names(params)
     wanted = _attribute_filter(params)
     visibility_ms = -1 if visibility is None else visibility * 1000
-    messages = await ctx.polls.receive(queue, max_messages, visibility_ms, wait)
+    messages = await ctx.polls.receive(
+        queue, max_messages, visibility_ms, wait, attempt_id if queue.fifo else ""
+    )
     if not messages:
         return {}  # as SQS: no Messages member when there are none
     return {"Messages": [_message(ctx, m, system, wanted) for m in messages]}

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._config import QueueInfo, RedrivePolicy, check_queue_name
+from .._config import QueueInfo, RedrivePolicy, check_queue_name, is_fifo_name
 from .._errors import InvalidQueueName, SmqError
 from . import _params as p
 from ._context import Context
@@ -41,22 +41,45 @@ READ_ONLY = (
     "LastModifiedTimestamp",
     "QueueArn",
 )
-FIFO_ONLY = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+# SQS attribute -> QueueConfig field, FIFO queues only
+FIFO_ONLY = {
+    "ContentBasedDeduplication": "content_based_deduplication",
+    "DeduplicationScope": "deduplication_scope",
+    "FifoThroughputLimit": "fifo_throughput_limit",
+}
 ALL_NAMES = ("All", *SETTINGS, "RedrivePolicy", *STORED, *READ_ONLY, "FifoQueue", *FIFO_ONLY)
 
 
-def _name(value: str) -> str:
+_FIFO_NAME_RULE = (
+    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, "
+    "must end with .fifo suffix and be 1 to 80 in length."
+)
+
+
+def _name(value: str, fifo: bool = False) -> str:
     try:
-        return check_queue_name(value)
+        name = check_queue_name(value)
     except InvalidQueueName as error:
-        if value.endswith(".fifo"):
-            raise SqsError(
-                "UnsupportedOperation", "FIFO queues are not supported by this version of smq."
-            ) from None
+        if fifo:
+            raise SqsError("InvalidParameterValue", _FIFO_NAME_RULE) from error
         raise SqsError(
             "InvalidParameterValue",
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
         ) from error
+    if is_fifo_name(name) != fifo:
+        if fifo:
+            raise SqsError("InvalidParameterValue", _FIFO_NAME_RULE)
+        raise SqsError(
+            "InvalidParameterValue",
+            f"Queue {name} ends in .fifo: a FIFO queue needs the attribute FifoQueue=true at creation.",
+        )
+    return name
+
+
+def _boolean(name: str, value: str) -> bool:
+    if value.lower() not in ("true", "false"):
+        raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}.")
+    return value.lower() == "true"
 
 
 def _redrive_policy(ctx: Context, text: str) -> RedrivePolicy | None:
@@ -85,8 +108,8 @@ def _redrive_policy(ctx: Context, text: str) -> RedrivePolicy | None:
     return RedrivePolicy(dead_letters, count)
 
 
-def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool) -> dict[str, Any]:
-    """QueueConfig keyword arguments for SQS queue attributes."""
+def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fifo: bool) -> dict[str, Any]:
+    """QueueConfig keyword arguments for SQS queue attributes (of a FIFO queue when ``fifo``)."""
     settings: dict[str, Any] = {}
     stored: dict[str, str] = {}
     for name, value in attributes.items():
@@ -99,12 +122,12 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool) ->
         elif name in STORED:
             stored[name] = value
         elif name == "FifoQueue" and creating:
-            if value.lower() == "true":
-                raise SqsError(
-                    "UnsupportedOperation", "FIFO queues are not supported by this version of smq."
-                )
-            if value.lower() != "false":
-                raise SqsError("InvalidAttributeValue", "Invalid value for the parameter FifoQueue.")
+            _boolean(name, value)  # the name decided it: see create_queue
+        elif name in FIFO_ONLY and fifo:
+            if name == "ContentBasedDeduplication":
+                settings[FIFO_ONLY[name]] = _boolean(name, value)
+            else:
+                settings[FIFO_ONLY[name]] = value  # QueueConfig names the allowed values
         elif name in FIFO_ONLY or name == "FifoQueue":
             raise SqsError(
                 "InvalidAttributeName", f"Unknown Attribute {name}. It applies to FIFO queues only."
@@ -126,8 +149,10 @@ async def _check_dead_letter_queue(ctx: Context, settings: Mapping[str, Any]) ->
 
 
 async def create_queue(ctx: Context, params: Result) -> Result:
-    name = _name(p.required_string(params, "QueueName"))
-    settings = _settings(ctx, p.string_map(params, "Attributes"), creating=True)
+    attributes = p.string_map(params, "Attributes")
+    fifo = _boolean("FifoQueue", attributes.get("FifoQueue", "false"))
+    name = _name(p.required_string(params, "QueueName"), fifo)
+    settings = _settings(ctx, attributes, creating=True, fifo=fifo)
     tags = p.string_map(params, "tags")
     await _check_dead_letter_queue(ctx, settings)
     if tags:
@@ -218,6 +243,11 @@ def _attributes(ctx: Context, info: QueueInfo, names: set[str]) -> dict[str, str
             separators=(",", ":"),
         )
     values.update(getattr(config, "extra_attributes", {}))
+    if config.fifo_queue:
+        values["FifoQueue"] = "true"
+        values["ContentBasedDeduplication"] = "true" if config.content_based_deduplication else "false"
+        values["DeduplicationScope"] = config.deduplication_scope
+        values["FifoThroughputLimit"] = config.fifo_throughput_limit
     if "All" in names:
         return values
     return {name: values[name] for name in sorted(names) if name in values}
@@ -242,7 +272,7 @@ async def set_queue_attributes(ctx: Context, params: Result) -> Result:
     for name in attributes:
         if name in READ_ONLY:
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}. It cannot be set.")
-    settings = _settings(ctx, attributes, creating=False)
+    settings = _settings(ctx, attributes, creating=False, fifo=queue.fifo)
     if not settings:
         return {}
     policy = settings.get("redrive_policy")
