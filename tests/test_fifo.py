@@ -110,10 +110,14 @@ def test_sequence_numbers_increase_in_send_order(client: smq.Client) -> None:
     assert all(n is not None and len(n) == 20 and n.isdigit() for n in numbers)
     assert numbers == sorted(numbers) and len(set(numbers)) == 6
     received = queue.receive(10)
-    assert {m.message_id: m.sequence_number for m in received} == {r.message_id: r.sequence_number for r in results}
+    assert {m.message_id: m.sequence_number for m in received} == {
+        r.message_id: r.sequence_number for r in results
+    }
 
 
-def test_a_duplicate_within_five_minutes_is_accepted_and_not_delivered(client: smq.Client, clock: Clock) -> None:
+def test_a_duplicate_within_five_minutes_is_accepted_and_not_delivered(
+    client: smq.Client, clock: Clock
+) -> None:
     queue = client.create_queue("jobs.fifo")
     first = queue.send("pay 10", message_group_id="acct", deduplication_id="tx-1")
     again = queue.send("pay 10 (retry)", message_group_id="acct", deduplication_id="tx-1")
@@ -123,7 +127,9 @@ def test_a_duplicate_within_five_minutes_is_accepted_and_not_delivered(client: s
     assert (message.body, message.deduplication_id) == ("pay 10", "tx-1")
     queue.delete(message)
     clock.advance(299)
-    assert queue.send("pay 10", message_group_id="acct", deduplication_id="tx-1").duplicate  # deleted, still known
+    assert queue.send(
+        "pay 10", message_group_id="acct", deduplication_id="tx-1"
+    ).duplicate  # deleted, still known
     clock.advance(1.001)
     later = queue.send("pay 10", message_group_id="acct", deduplication_id="tx-1")
     assert not later.duplicate and later.sequence_number > first.sequence_number
@@ -228,7 +234,7 @@ def test_order_holds_across_retries_and_visibility_zero(client: smq.Client, cloc
     queue = _fifo(client, visibility_timeout=10)
     _send_all(queue, *[f"a{i}" for i in range(1, 7)])
     seen: list[str] = []
-    for round_ in range(20):
+    for _ in range(20):
         messages = queue.receive(3)
         if not messages:
             clock.advance(10)
@@ -294,7 +300,9 @@ def test_a_long_poll_wakes_when_the_group_unlocks(client: smq.Client) -> None:
 # -- receive request attempt ids ----------------------------------------------------------
 
 
-def test_a_repeated_attempt_id_returns_the_same_messages_and_receipts(client: smq.Client, clock: Clock) -> None:
+def test_a_repeated_attempt_id_returns_the_same_messages_and_receipts(
+    client: smq.Client, clock: Clock
+) -> None:
     queue = _fifo(client, visibility_timeout=30)
     _send_all(queue, "a1", "a2", "b1")
     first = queue.receive(2, attempt_id="try-1")
@@ -310,7 +318,9 @@ def test_a_repeated_attempt_id_returns_the_same_messages_and_receipts(client: sm
     assert queue.attributes().in_flight == 1
 
 
-def test_an_attempt_id_gets_new_messages_once_its_own_are_done_or_lapsed(client: smq.Client, clock: Clock) -> None:
+def test_an_attempt_id_gets_new_messages_once_its_own_are_done_or_lapsed(
+    client: smq.Client, clock: Clock
+) -> None:
     queue = _fifo(client, visibility_timeout=600)
     _send_all(queue, "a1", "b1")
     (a1,) = queue.receive(1, attempt_id="t")
@@ -348,7 +358,9 @@ def test_a_dead_letter_move_releases_the_group_and_keeps_order(client: smq.Clien
     assert dead.sequence_number is not None
 
 
-def test_redrive_from_a_fifo_dead_letter_queue_keeps_each_group_in_order(client: smq.Client, clock: Clock) -> None:
+def test_redrive_from_a_fifo_dead_letter_queue_keeps_each_group_in_order(
+    client: smq.Client, clock: Clock
+) -> None:
     dlq = _fifo(client, "jobs-dlq.fifo")
     queue = _fifo(client, visibility_timeout=10, redrive_policy=smq.RedrivePolicy("jobs-dlq.fifo", 1))
     _send_all(queue, "a1", "a2", "b1")

@@ -13,7 +13,7 @@ from .._queue import Queue
 from ._errors import SqsError
 from ._longpoll import LongPolls
 
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_NAME = re.compile(r"(?=.{1,80}$)[A-Za-z0-9_-]+(\.fifo)?")
 
 
 @dataclass(frozen=True)
