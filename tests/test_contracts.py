@@ -143,3 +143,26 @@ def test_importing_smq_has_no_side_effects() -> None:
         "assert not smq._scripts.sources.cache_info().currsize, 'scripts read at import'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# What a script may do to a FIFO queue's group keys: each command here costs
+# O(1) or O(log n + returned), and every range command must carry a LIMIT or a
+# bounded index (checked below), so no call's work grows with the number of groups.
+_GROUP_KEY_COMMANDS = {
+    "groups": {"HGET", "HSET", "HDEL", "HEXISTS", "HLEN"},
+    "ready": {"LPOP", "RPUSH", "LPUSH", "LLEN", "LRANGE"},
+    "waiting": {"ZADD", "ZREM", "ZRANGEBYSCORE", "ZRANGE", "ZCARD"},
+    "ordered": {"ZADD", "ZREM", "ZRANGEBYLEX", "ZRANGE"},
+}
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_no_script_scans_the_groups_of_a_fifo_queue(name: str) -> None:
+    source = "".join(p.read_text() for p in sorted((LUA / "includes").glob("*.lua"))) + _body(name)
+    for command, key, rest in re.findall(r"redis\.call\('(\w+)', (?:k\.)?(\w+)([^\n]*)", source):
+        if key in _GROUP_KEY_COMMANDS:
+            assert command in _GROUP_KEY_COMMANDS[key], f"{command} on {key}"
+            if command in ("ZRANGEBYSCORE", "ZRANGEBYLEX"):
+                assert "'LIMIT'" in rest, f"{command} on {key} without LIMIT"
+            if command in ("LRANGE", "ZRANGE"):
+                assert "-1" not in rest, f"{command} on {key} to the end"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -446,3 +448,29 @@ def test_concurrent_receivers_never_hold_one_group_at_once(redis_client: smq.Cli
     assert errors == []
     assert order == {g: list(range(per_group)) for g in groups}
     assert queue.attributes().groups == 0
+
+
+def _commands_run(server: Any, action: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[int, Any]:
+    """(Redis commands run by the call, scripts' calls included, by INFO commandstats; its result)."""
+    server.config_resetstat()
+    result = action(*args, **kwargs)
+    stats = server.info("commandstats")
+    return sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_info", "cmdstat_config")), result
+
+
+def test_receive_and_delete_cost_the_same_with_ten_or_ten_thousand_groups(redis_client: smq.Client) -> None:
+    server = raw(redis_client)
+    costs = {}
+    for name, groups in (("warm-up", 10), ("few", 10), ("many", 10_000)):  # warm-up: scripts loaded
+        queue = _fifo(redis_client, f"{name}.fifo")
+        for start in range(0, groups, 10):
+            queue.send_batch(
+                [smq.SendEntry(str(g), f"m{g}", message_group_id=f"g{g}") for g in range(start, start + 10)]
+            )
+        receive, received = _commands_run(server, queue.receive, 10)
+        entries = [smq.DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(received)]
+        delete, _ = _commands_run(server, queue.delete_batch, entries)
+        send, _ = _commands_run(server, queue.send, "more", message_group_id="g1")
+        costs[name] = (receive, delete, send)
+        assert len(received) == 10
+    assert costs["few"] == costs["many"]
