@@ -22,7 +22,7 @@ def _blocks(language: str) -> list[str]:
 
 
 def test_the_readme_aws_cli_example_works_as_written(sqs_server: Server, core: smq.Client) -> None:
-    (script,) = _blocks("sh")
+    script = "\n".join(_blocks("sh"))  # the standard queue's commands, then the FIFO queue's
     env = {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
@@ -38,6 +38,7 @@ def test_the_readme_aws_cli_example_works_as_written(sqs_server: Server, core: s
     )
     assert done.returncode == 0, done.stderr
     assert "resize image 42" in done.stdout
+    assert core.queue("orders.fifo").attributes().visible == 1
     assert '"ApproximateNumberOfMessagesNotVisible": "1"' in done.stdout
 
 
