@@ -474,3 +474,14 @@ def test_receive_and_delete_cost_the_same_with_ten_or_ten_thousand_groups(redis_
         costs[name] = (receive, delete, send)
         assert len(received) == 10
     assert costs["few"] == costs["many"]
+
+
+def test_peek_shows_a_fifo_queue_group_by_group_without_the_messages_in_flight(client: smq.Client) -> None:
+    queue = _fifo(client)
+    _send_all(queue, "b1", "a1", "a2", "b2")
+    (b1,) = queue.receive(1)
+    visible = queue.peek("visible")
+    assert [(p.body, p.message_group_id) for p in visible] == [("a1", "a"), ("a2", "a"), ("b2", "b")]
+    (held,) = queue.peek("in_flight")
+    assert (held.body, held.receipt_handle) == ("b1", b1.receipt_handle)
+    assert queue.attributes().counters["received"] == 1  # peeking changed nothing
