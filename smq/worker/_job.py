@@ -47,6 +47,11 @@ class Job:
         return self.message.message_id
 
     @property
+    def message_group_id(self) -> str | None:
+        """FIFO: the message's group (its group's messages run one at a time, in order); None otherwise."""
+        return self.message.message_group_id
+
+    @property
     def receive_count(self) -> int:
         """Receives of this message so far, this one included."""
         return self.message.receive_count

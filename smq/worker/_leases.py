@@ -162,21 +162,34 @@ class LeaseKeeper:
         """Release every message whose handler still runs, and tell each handler."""
         return self._release({RUNNING}, "released by a graceful stop that ran out of grace")
 
+    def release_unstarted(self, leases: Sequence[Lease]) -> int:
+        """Release (visibility 0) those of ``leases`` no handler has started; returns how many.
+
+        A slot calls it for the rest of a FIFO group's run when one of its
+        messages did not succeed: they must not run before that one does.
+        """
+        with self._cond:
+            return self._release_chosen([lease for lease in leases if lease.state == WAITING], "")
+
     def _release(self, states: set[str], reason: str) -> int:
         with self._cond:
             chosen = [lease for lease in self._leases.values() if lease.state in states]
-            for lease in chosen:
-                self._metrics.outcome("lost" if lease.job.lease_lost else "released")
-                lease.state = FINISHING
-                if reason:
-                    lease.job._lose(reason)
-                if lease.stale:
-                    self._finish(lease)
-                else:
-                    self._queued()
-                    self._changes.append((lease, 0))
-            self._cond.notify_all()
-            return len(chosen)
+            return self._release_chosen(chosen, reason)
+
+    def _release_chosen(self, chosen: list[Lease], reason: str) -> int:
+        """Release ``chosen`` (call with the lock held), telling their handlers ``reason`` if given."""
+        for lease in chosen:
+            self._metrics.outcome("lost" if lease.job.lease_lost else "released")
+            lease.state = FINISHING
+            if reason:
+                lease.job._lose(reason)
+            if lease.stale:
+                self._finish(lease)
+            else:
+                self._queued()
+                self._changes.append((lease, 0))
+        self._cond.notify_all()
+        return len(chosen)
 
     # -- counts and waits --------------------------------------------------------
 

@@ -17,6 +17,7 @@ from .._queue import Queue
 from ._config import WorkerConfig
 from ._leases import CEILING_SECONDS, LeaseKeeper
 from ._metrics import WorkerMetrics
+from ._runs import runs
 from ._slots import AsyncSlots, Handler, ThreadSlots, _Outcome, is_async
 
 log = logging.getLogger("smq.worker")
@@ -44,6 +45,10 @@ class Worker:
     raises, and kept hidden by a heartbeat for as long as it runs (up to the
     12-hour ceiling). If the process dies, its messages come back when their
     visibility timeouts run out.
+
+    On a FIFO queue the messages of one group run one after another, in
+    order, and different groups in parallel; a failure holds back the rest
+    of its group until its retry succeeds.
     """
 
     def __init__(
@@ -244,8 +249,8 @@ class Worker:
                 continue
             errors = 0
             # Held from here on: a stop now releases them with the others.
-            for lease in keeper.add(messages, timeout, received):
-                slots.submit(lease)
+            for run in runs(keeper.add(messages, timeout, received), self.queue.fifo):
+                slots.submit(run)
             if not messages and config.wait_time_seconds == 0:
                 self._stop.wait(0.5)
 

@@ -16,6 +16,7 @@ from ._config import WorkerConfig
 from ._job import Job
 from ._leases import Lease, LeaseKeeper
 from ._metrics import WorkerMetrics
+from ._runs import Run
 
 log = logging.getLogger("smq.worker")
 
@@ -32,14 +33,41 @@ def is_async(handler: Handler) -> bool:
 
 
 class _Outcome:
-    """Bookkeeping around one handler call, shared by both kinds of slots."""
+    """Bookkeeping around each handler call of a run, shared by both kinds of slots."""
 
     def __init__(self, keeper: LeaseKeeper, metrics: WorkerMetrics, config: WorkerConfig) -> None:
         self.keeper = keeper
         self.metrics = metrics
         self.config = config
 
-    def done(self, lease: Lease, started: float, error: BaseException | None) -> None:
+    def begin(self, run: Run, index: int) -> bool:
+        """Mark ``run[index]`` running; False if it must not run (the rest is released)."""
+        if self.keeper.begin(run[index]):
+            return True
+        self._release_rest(run, index)
+        return False
+
+    def done(self, run: Run, index: int, started: float, error: BaseException | None) -> bool:
+        """Settle ``run[index]`` after its handler; True if the next message of the run may start."""
+        lease = run[index]
+        self._settle(lease, started, error)
+        if error is None and not lease.job.lease_lost:
+            return True
+        self._release_rest(run, index)
+        return False
+
+    def _release_rest(self, run: Run, index: int) -> None:
+        """The messages after ``run[index]`` (a FIFO group's) must not run before it succeeds."""
+        released = self.keeper.release_unstarted(run[index + 1 :])
+        if released:
+            log.info(
+                "released %d later messages of group %r behind message %s",
+                released,
+                run[index].job.message.message_group_id,
+                run[index].job.message_id,
+            )
+
+    def _settle(self, lease: Lease, started: float, error: BaseException | None) -> None:
         self.metrics.processing.observe(time.monotonic() - started)
         message = lease.job.message
         if error is None:
@@ -60,7 +88,7 @@ class _Outcome:
 
 
 class ThreadSlots:
-    """``concurrency`` daemon threads, each running a sync handler on one job at a time.
+    """``concurrency`` daemon threads, each running a sync handler on one run at a time.
 
     Daemon threads, so that a handler still running after a graceful stop's
     grace period does not keep the process alive (its message is released).
@@ -69,7 +97,7 @@ class ThreadSlots:
     def __init__(self, handler: Handler, outcome: _Outcome, concurrency: int) -> None:
         self._handler = handler
         self._outcome = outcome
-        self._ready: queue.SimpleQueue[Lease | None] = queue.SimpleQueue()
+        self._ready: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self._work, name=f"smq-handler-{n}", daemon=True)
             for n in range(concurrency)
@@ -79,8 +107,8 @@ class ThreadSlots:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, lease: Lease) -> None:
-        self._ready.put(lease)
+    def submit(self, run: Run) -> None:
+        self._ready.put(run)
 
     def stop(self) -> None:
         for _ in self._threads:
@@ -88,29 +116,31 @@ class ThreadSlots:
 
     def _work(self) -> None:
         while True:
-            lease = self._ready.get()
-            if lease is None:
+            run = self._ready.get()
+            if run is None:
                 return
-            if not self._outcome.keeper.begin(lease):
-                continue
-            started = time.monotonic()
-            error: BaseException | None = None
-            try:
-                self._handler(lease.job)
-            except BaseException as raised:  # SystemExit too: a handler must not end its slot
-                error = raised
-            self._outcome.done(lease, started, error)
+            for index, lease in enumerate(run):
+                if not self._outcome.begin(run, index):
+                    break
+                started = time.monotonic()
+                error: BaseException | None = None
+                try:
+                    self._handler(lease.job)
+                except BaseException as raised:  # SystemExit too: a handler must not end its slot
+                    error = raised
+                if not self._outcome.done(run, index, started, error):
+                    break
 
 
 class AsyncSlots:
-    """One event loop thread; ``concurrency`` tasks, each awaiting an async handler on one job."""
+    """One event loop thread; ``concurrency`` tasks, each awaiting an async handler on one run."""
 
     def __init__(self, handler: Callable[[Job], Awaitable[Any]], outcome: _Outcome, concurrency: int) -> None:
         self._handler = handler
         self._outcome = outcome
         self._concurrency = concurrency
         self._loop = asyncio.new_event_loop()
-        self._ready: asyncio.Queue[Lease] | None = None
+        self._ready: asyncio.Queue[Run] | None = None
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name="smq-handlers", daemon=True)
         self._tasks: list[asyncio.Task[None]] = []
@@ -120,10 +150,10 @@ class AsyncSlots:
         self._thread.start()
         self._started.wait()
 
-    def submit(self, lease: Lease) -> None:
+    def submit(self, run: Run) -> None:
         ready = self._ready
         assert ready is not None
-        self._loop.call_soon_threadsafe(ready.put_nowait, lease)
+        self._loop.call_soon_threadsafe(ready.put_nowait, run)
 
     def stop(self) -> None:
         """Cancel the tasks (their messages are released already) and end the loop."""
@@ -153,17 +183,19 @@ class AsyncSlots:
     async def _work(self) -> None:
         assert self._ready is not None
         while True:
-            lease = await self._ready.get()
-            if not self._outcome.keeper.begin(lease):
-                continue
-            started = time.monotonic()
-            error: BaseException | None = None
-            try:
-                await self._handler(lease.job)
-            except asyncio.CancelledError as raised:
-                if self._stopping:
-                    raise  # a stop past its grace period: the message is released already
-                error = raised  # cancelled by something of the handler's own: a failure
-            except BaseException as raised:
-                error = raised
-            self._outcome.done(lease, started, error)
+            run = await self._ready.get()
+            for index, lease in enumerate(run):
+                if not self._outcome.begin(run, index):
+                    break
+                started = time.monotonic()
+                error: BaseException | None = None
+                try:
+                    await self._handler(lease.job)
+                except asyncio.CancelledError as raised:
+                    if self._stopping:
+                        raise  # a stop past its grace period: the message is released already
+                    error = raised  # cancelled by something of the handler's own: a failure
+                except BaseException as raised:
+                    error = raised
+                if not self._outcome.done(run, index, started, error):
+                    break
