@@ -73,21 +73,12 @@ local events_max = tonumber(settings[6]) or 0
 local wait_ms = tonumber(settings[7]) or 0
 
 local function next_due(include_delayed)
-  local soonest = nil
-  local first = redis.call('ZRANGE', inflight, 0, 0, 'WITHSCORES')
-  if first[2] then
-    soonest = tonumber(first[2])
-  end
+  local delay_due = nil
   if include_delayed then
     local d = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-    if d[2] and (soonest == nil or tonumber(d[2]) < soonest) then
-      soonest = tonumber(d[2])
-    end
+    delay_due = tonumber(d[2])
   end
-  if soonest == nil then
-    return -1
-  end
-  return math.max(soonest - now, 0)
+  return ms_until_due(inflight, now, delay_due)
 end
 
 -- Visibility timeouts that ran out: back to the head of the list.
@@ -151,10 +142,8 @@ while want > 0 and skips > 0 do
       skips = skips - 1
       emit(events, events_max, now, 'retention_expired', id, receive_count)
     elseif dlq ~= '' and max_receives > 0 and receive_count >= max_receives then
-      local entry = token .. '|' .. dlq .. '|' .. queue_name .. '|' ..
-        receive_count .. '|' .. first_ms .. '|' .. record
-      redis.call('HSET', outbox, id, entry)
-      redis.call('ZADD', outbox_at, now, id)
+      local entry = dead_letter_out(outbox, outbox_at, now, id, token, dlq, queue_name,
+        receive_count, first_ms, record)
       redis.call('HDEL', messages, id)
       redis.call('HDEL', state, id)
       redis.call('HDEL', origins, id)
@@ -188,30 +177,13 @@ local received_n = #received / 4
 if received_n > 0 then
   redis.call('HSET', state, unpack(new_states))
   redis.call('ZADD', inflight, unpack(new_inflight))
-  redis.call('HINCRBY', stats, 'received', received_n)
-  if redelivered > 0 then
-    redis.call('HINCRBY', stats, 'redelivered', redelivered)
-  end
-else
-  redis.call('HINCRBY', stats, 'empty_receives', 1)
 end
+count_receive(stats, received_n, redelivered, dropped, #moved / 2)
 if ghosts > 0 then
   redis.call('HINCRBY', meta, 'ghosts', -ghosts)
 end
-if dropped > 0 then
-  redis.call('HINCRBY', stats, 'retention_expired', dropped)
-end
-if #moved > 0 then
-  redis.call('HINCRBY', stats, 'dead_lettered', #moved / 2)
-end
 
-local recover = 0
-local oldest_move = redis.call('ZRANGE', outbox_at, 0, 0, 'WITHSCORES')
-if oldest_move[2] and now - tonumber(oldest_move[2]) > STALE_MOVE_MS then
-  recover = 1
-end
-
-local reply = {OK, -1, recover, wait_ms, #moved / 2}
+local reply = {OK, -1, moves_need_recovery(outbox_at, now, STALE_MOVE_MS), wait_ms, #moved / 2}
 if received_n == 0 then
   if skips <= 0 and redis.call('LLEN', visible) > 0 then
     reply[2] = 0

@@ -95,21 +95,14 @@ local wait_ms = tonumber(settings[7]) or 0
 local delay_ms = tonumber(settings[8]) or 0
 
 local function next_due(include_delayed)
-  local soonest = nil
-  local first = redis.call('ZRANGE', inflight, 0, 0, 'WITHSCORES')
-  if first[2] then
-    soonest = tonumber(first[2])
-  end
+  local delay_due = nil
   if include_delayed then
     local w = redis.call('ZRANGE', k.waiting, 0, 0, 'WITHSCORES')
-    if w[2] and (soonest == nil or tonumber(w[2]) + delay_ms < soonest) then
-      soonest = tonumber(w[2]) + delay_ms
+    if w[2] then
+      delay_due = tonumber(w[2]) + delay_ms
     end
   end
-  if soonest == nil then
-    return -1
-  end
-  return math.max(soonest - now, 0)
+  return ms_until_due(inflight, now, delay_due)
 end
 
 local function seq_of(info)
@@ -281,10 +274,8 @@ while want > 0 and skips > 0 do
             skips = skips - 1
             emit(events, events_max, now, 'retention_expired', id, receive_count)
           elseif dlq ~= '' and max_receives > 0 and receive_count >= max_receives then
-            local entry = token .. '|' .. dlq .. '|' .. queue_name .. '|' ..
-              receive_count .. '|' .. first_ms .. '|' .. record
-            redis.call('HSET', outbox, id, entry)
-            redis.call('ZADD', outbox_at, now, id)
+            local entry = dead_letter_out(outbox, outbox_at, now, id, token, dlq, queue_name,
+              receive_count, first_ms, record)
             take_out(id, members[i])
             moved[#moved + 1] = id
             moved[#moved + 1] = entry
@@ -341,31 +332,14 @@ if received_n > 0 then
     received_ids[i] = received[5 * i - 4]
   end
   redis.call('ZREM', k.delayed, unpack(received_ids))
-  redis.call('HINCRBY', stats, 'received', received_n)
-  if redelivered > 0 then
-    redis.call('HINCRBY', stats, 'redelivered', redelivered)
-  end
   if attempt_id ~= '' then
     redis.call('HSET', attempts, attempt_id, token .. ' ' .. table.concat(received_ids, ' '))
     redis.call('ZADD', attempts_at, now + ATTEMPT_MS, attempt_id)
   end
-else
-  redis.call('HINCRBY', stats, 'empty_receives', 1)
 end
-if dropped > 0 then
-  redis.call('HINCRBY', stats, 'retention_expired', dropped)
-end
-if #moved > 0 then
-  redis.call('HINCRBY', stats, 'dead_lettered', #moved / 2)
-end
+count_receive(stats, received_n, redelivered, dropped, #moved / 2)
 
-local recover = 0
-local oldest_move = redis.call('ZRANGE', outbox_at, 0, 0, 'WITHSCORES')
-if oldest_move[2] and now - tonumber(oldest_move[2]) > STALE_MOVE_MS then
-  recover = 1
-end
-
-local reply = {OK, -1, recover, wait_ms, #moved / 2, token}
+local reply = {OK, -1, moves_need_recovery(outbox_at, now, STALE_MOVE_MS), wait_ms, #moved / 2, token}
 if received_n == 0 then
   if skips <= 0 and redis.call('LLEN', k.ready) > 0 then
     reply[2] = 0

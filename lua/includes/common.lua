@@ -102,3 +102,56 @@ end
 local function task_is_active(task)
   return task ~= nil and (task.status == 'RUNNING' or task.status == 'CANCELLING')
 end
+
+-- Receive bookkeeping shared by receive and receive_fifo.
+
+-- ms from now until the soonest of an in-flight expiry and `other_due_ms`
+-- (nil: none), 0 if past; -1 when there is neither.
+local function ms_until_due(inflight, now, other_due_ms)
+  local soonest = other_due_ms
+  local first = redis.call('ZRANGE', inflight, 0, 0, 'WITHSCORES')
+  if first[2] and (soonest == nil or tonumber(first[2]) < soonest) then
+    soonest = tonumber(first[2])
+  end
+  if soonest == nil then
+    return -1
+  end
+  return math.max(soonest - now, 0)
+end
+
+-- Step 1 of a dead-letter move: the message's outbox entry, which names the
+-- receive's token as the move's. The caller drops the message from its lists.
+local function dead_letter_out(outbox, outbox_at, now, id, token, dlq, queue_name, receive_count, first_ms, record)
+  local entry = token .. '|' .. dlq .. '|' .. queue_name .. '|' .. receive_count .. '|' .. first_ms .. '|' .. record
+  redis.call('HSET', outbox, id, entry)
+  redis.call('ZADD', outbox_at, now, id)
+  return entry
+end
+
+-- The counters of one receive.
+local function count_receive(stats, received_n, redelivered, dropped, dead_lettered)
+  if received_n > 0 then
+    redis.call('HINCRBY', stats, 'received', received_n)
+    if redelivered > 0 then
+      redis.call('HINCRBY', stats, 'redelivered', redelivered)
+    end
+  else
+    redis.call('HINCRBY', stats, 'empty_receives', 1)
+  end
+  if dropped > 0 then
+    redis.call('HINCRBY', stats, 'retention_expired', dropped)
+  end
+  if dead_lettered > 0 then
+    redis.call('HINCRBY', stats, 'dead_lettered', dead_lettered)
+  end
+end
+
+-- 1 when a move out of the queue has waited longer than `stale_ms` between
+-- its steps: the client should recover it.
+local function moves_need_recovery(outbox_at, now, stale_ms)
+  local oldest_move = redis.call('ZRANGE', outbox_at, 0, 0, 'WITHSCORES')
+  if oldest_move[2] and now - tonumber(oldest_move[2]) > stale_ms then
+    return 1
+  end
+  return 0
+end
