@@ -135,6 +135,30 @@ def test_counters_are_the_scripts_counters_summed_over_every_client(redis_client
     assert (reported["visibility_expired"], reported["empty_receives"], reported["deleted"]) == (1, 1, 1)
 
 
+def test_fifo_queues_report_their_message_groups_and_deduplicated_sends(redis_client: smq.Client) -> None:
+    jobs = redis_client.create_queue("jobs.fifo")
+    for group in ("a", "b", "c"):
+        for n in (1, 2):
+            jobs.send(f"{group}{n}", message_group_id=group, deduplication_id=f"{group}{n}")
+    # One message of each of two groups: both locked while it is in flight.
+    assert [m.body for m in jobs.receive(1) + jobs.receive(1)] == ["a1", "b1"]
+    assert jobs.send("a1", message_group_id="a", deduplication_id="a1").duplicate
+    redis_client.create_queue("plain").send("x")
+    with serving_exporter(redis_client) as url:
+        samples = scrape(url)
+    assert value(samples, "smq_queue_message_groups", queue="jobs.fifo") == 3
+    assert value(samples, "smq_queue_message_groups_in_flight", queue="jobs.fifo") == 2
+    assert value(samples, "smq_queue_messages_in_flight", queue="jobs.fifo") == 2
+    assert value(samples, "smq_queue_messages_visible", queue="jobs.fifo") == 4
+    assert value(samples, "smq_queue_deduplicated_total", queue="jobs.fifo") == 1
+    assert value(samples, "smq_queue_messages_sent_total", queue="jobs.fifo") == 6
+    assert value(samples, "smq_queue_in_flight_limit", queue="jobs.fifo") == 20_000
+    # A standard queue has no groups: no series, not a 0; its counter of duplicates is 0.
+    assert labelled(samples, "smq_queue_message_groups", "queue") == {"jobs.fifo"}
+    assert labelled(samples, "smq_queue_message_groups_in_flight", "queue") == {"jobs.fifo"}
+    assert value(samples, "smq_queue_deduplicated_total", queue="plain") == 0
+
+
 def test_queue_allow_list_pattern_and_cap_bound_the_queue_label(redis_client: smq.Client) -> None:
     for name in ("a-1", "a-2", "a-3", "b-1", "c-1"):
         redis_client.create_queue(name)

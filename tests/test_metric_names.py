@@ -27,6 +27,8 @@ def emitted(redis_client: smq.Client, sqs: Any, sqs_server: Any) -> set[str]:
     redis_client.create_queue("jobs-dlq")
     jobs = redis_client.create_queue("jobs", redrive_policy=smq.RedrivePolicy("jobs-dlq", 3))
     jobs.send("x")
+    # A FIFO queue too: its group gauges have no series for standard queues.
+    redis_client.create_queue("jobs.fifo").send("x", message_group_id="g", deduplication_id="d")
     with serving_exporter(redis_client) as url:
         exporter = names(scrape(url))
     queue_url = sqs.create_queue(QueueName="named")["QueueUrl"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import _demo, _dlq, _exporter, _messages, _peek, _queues, _serve, _top, _worker  # noqa: F401
+from . import _demo, _dlq, _exporter, _messages, _peek, _queues, _send, _serve, _top, _worker  # noqa: F401
 from ._base import main
 
 __all__ = ["main"]

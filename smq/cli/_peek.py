@@ -10,7 +10,7 @@ import click
 
 from ._base import main
 from ._connect import open_client, redis_options
-from ._messages import attributes_json
+from ._messages import attributes_json, fifo_json
 from ._output import age, json_option, preview, print_json, print_table
 
 if TYPE_CHECKING:
@@ -31,7 +31,8 @@ def _timer(seconds: float | None, future: str, past: str) -> str | None:
     return future.format(age(left)) if left > 0 else past
 
 
-def peeked_json(message: PeekedMessage) -> dict[str, Any]:
+def peeked_json(message: PeekedMessage, fifo: bool = False) -> dict[str, Any]:
+    """A peeked message as JSON; on a FIFO queue (``fifo``) with its message group."""
     return {
         "queue": message.queue,
         "message_id": message.message_id,
@@ -45,6 +46,7 @@ def peeked_json(message: PeekedMessage) -> dict[str, Any]:
         "received_at": message.received_at,
         "visible_at": message.visible_at,
         "origin": message.origin,
+        **fifo_json(fifo, message.message_group_id),
     }
 
 
@@ -82,23 +84,29 @@ def peek(
     runs out; for delayed ones, when each falls due; for redriven and
     dead-lettered ones, the queue they came from. An "expired" in-flight or a
     "due" delayed message shows where it was until the next receive moves it.
+    On a FIFO queue, each message's group; visible messages are listed group
+    by group, each group's in order.
     """
     with open_client(redis_url, cluster, data_dir) as client:
         queue = client.get_queue(queue_name)
         messages = [m for one in STATES[state] for m in queue.peek(one, limit=limit, offset=offset)]
     if as_json:
-        print_json([peeked_json(m) for m in messages])
+        print_json([peeked_json(m, queue.fifo) for m in messages])
         return
     if not messages:
         click.echo(f"no {state} messages" if state != "all" else "no messages", err=True)
         return
     now = time.time()
+    # The group column on a FIFO queue, or when a standard queue's message has a group.
+    grouped = queue.fifo or any(m.message_group_id is not None for m in messages)
+    group_header = ["group"] if grouped else []
     print_table(
-        ["state", "id", "age", "receives", "receipt", "expires", "due", "origin", "body"],
+        ["state", "id", *group_header, "age", "receives", "receipt", "expires", "due", "origin", "body"],
         [
             (
                 m.state.replace("_", "-"),
                 m.message_id,
+                *([m.message_group_id] if grouped else []),
                 age(now - m.sent_at),
                 m.receive_count,
                 m.receipt_handle,

@@ -10,9 +10,17 @@ from typing import Any, TypeVar
 import click
 
 from .._client import Client
-from .._config import _INT_SETTINGS, QueueConfig, QueueInfo, RedrivePolicy
+from .._config import (
+    _INT_SETTINGS,
+    DEDUPLICATION_SCOPES,
+    THROUGHPUT_LIMITS,
+    QueueConfig,
+    QueueInfo,
+    RedrivePolicy,
+    is_fifo_name,
+)
 from .._errors import QueueDoesNotExist
-from ._base import main
+from ._base import fail, main
 from ._connect import open_client, redis_options
 from ._output import age, json_option, print_json, print_table
 
@@ -29,6 +37,12 @@ _SETTING_FLAGS = {
     "event-stream-max-len": ("event_stream_max_len", "Length of the lifecycle event stream (0: none)."),
 }
 _UNITS = {"maximum_message_size": " bytes", "inflight_limit": "", "event_stream_max_len": ""}
+# FIFO queues only: flag -> QueueConfig field (the options are written out below).
+_FIFO_FLAGS = {
+    "content-based-deduplication": "content_based_deduplication",
+    "deduplication-scope": "deduplication_scope",
+    "fifo-throughput-limit": "fifo_throughput_limit",
+}
 
 
 def _setting_options(command: F) -> F:
@@ -59,6 +73,22 @@ def _setting_options(command: F) -> F:
             metavar="KEY=VALUE",
             help="A tag of the queue; repeat for more.",
         ),
+        click.option(
+            "--content-based-deduplication/--no-content-based-deduplication",
+            default=None,
+            help="FIFO: a message sent without --deduplication-id is deduplicated by the SHA-256 "
+            "of its body; default off.",
+        ),
+        click.option(
+            "--deduplication-scope",
+            type=click.Choice(DEDUPLICATION_SCOPES),
+            help="FIFO: deduplication ids hold across the queue or within a message group; default queue.",
+        ),
+        click.option(
+            "--fifo-throughput-limit",
+            type=click.Choice(THROUGHPUT_LIMITS),
+            help="FIFO: stored and reported, as in SQS (smq throttles nothing); default perQueue.",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -75,14 +105,24 @@ def _tags(values: tuple[str, ...]) -> dict[str, str]:
     return tags
 
 
-def _given(options: dict[str, Any]) -> dict[str, Any]:
+def _given(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """The QueueConfig settings among the options given (each option is named for its flag,
-    so that its environment variable is too)."""
-    return {
-        field: options[flag.replace("-", "_")]
-        for flag, (field, _) in _SETTING_FLAGS.items()
+    so that its environment variable is too); FIFO settings on a standard queue fail."""
+    flags = {flag: field for flag, (field, _) in _SETTING_FLAGS.items()} | _FIFO_FLAGS
+    given = {
+        flag: (field, options[flag.replace("-", "_")])
+        for flag, field in flags.items()
         if options[flag.replace("-", "_")] is not None
     }
+    fifo_only = [
+        f"--{'no-' if given[flag][1] is False else ''}{flag}" for flag in _FIFO_FLAGS if flag in given
+    ]
+    if fifo_only and not is_fifo_name(name):
+        fail(
+            f"queue {name!r} is a standard queue: {', '.join(fifo_only)} "
+            "applies to FIFO queues only (names ending in .fifo)"
+        )
+    return {field: value for field, value in given.values()}
 
 
 @main.group()
@@ -108,11 +148,15 @@ def create(
 ) -> None:
     """Create queue NAME (a queue that exists with the settings given is fine).
 
+    A NAME ending in .fifo makes a FIFO queue: messages in order within each
+    message group, deduplication ids held for 5 minutes.
+
     \b
     smq queue create jobs --visibility-timeout 60
     smq queue create jobs-dlq && smq queue create jobs --dead-letter-queue jobs-dlq --max-receive-count 5
+    smq queue create jobs.fifo --content-based-deduplication
     """
-    settings = _given(options)
+    settings = _given(name, options)
     if (dead_letter_queue is None) != (max_receive_count is None):
         raise click.UsageError("--dead-letter-queue and --max-receive-count go together")
     if dead_letter_queue is not None and max_receive_count is not None:
@@ -157,7 +201,7 @@ def _infos(client: Client, prefix: str) -> list[QueueInfo]:
 
 
 def _counts_json(info: QueueInfo) -> dict[str, Any]:
-    return {
+    counts: dict[str, Any] = {
         "name": info.name,
         "visible": info.visible,
         "in_flight": info.in_flight,
@@ -165,12 +209,18 @@ def _counts_json(info: QueueInfo) -> dict[str, Any]:
         "moving": info.moving,
         "oldest_age": info.oldest_age,
     }
+    if info.config.fifo_queue:  # FIFO numbers for FIFO queues only, as SQS returns its attributes
+        counts.update(groups=info.groups, groups_in_flight=info.groups_in_flight)
+    return counts
 
 
 def _settings_json(config: QueueConfig) -> dict[str, Any]:
     policy = config.redrive_policy
+    fifo = {field: getattr(config, field) for field in _FIFO_FLAGS.values()} if config.fifo_queue else {}
     return {
         **{field: getattr(config, field) for field, _ in _SETTING_FLAGS.values()},
+        "fifo_queue": config.fifo_queue,
+        **fifo,
         "redrive_policy": (
             None
             if policy is None
@@ -181,6 +231,12 @@ def _settings_json(config: QueueConfig) -> dict[str, Any]:
         ),
         "extra_attributes": dict(config.extra_attributes),
     }
+
+
+def _setting_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 def _when(seconds: float) -> str:
@@ -213,12 +269,15 @@ def show(name: str, redis_url: str | None, cluster: bool, data_dir: Path, as_jso
         return
     config = info.config
     policy = config.redrive_policy
-    click.echo(f"queue {name}: created {_when(info.created_at)}, changed {_when(info.modified_at)}")
+    kind = " (FIFO)" if config.fifo_queue else ""
+    click.echo(f"queue {name}{kind}: created {_when(info.created_at)}, changed {_when(info.modified_at)}")
     click.echo()
     rows: list[tuple[str, object]] = [
         (flag, f"{getattr(config, field)}{_UNITS.get(field, 's')}")
         for flag, (field, _) in _SETTING_FLAGS.items()
     ]
+    if config.fifo_queue:
+        rows += [(flag, _setting_text(getattr(config, field))) for flag, field in _FIFO_FLAGS.items()]
     rows.append(
         (
             "dead-letter-queue",
@@ -238,6 +297,8 @@ def show(name: str, redis_url: str | None, cluster: bool, data_dir: Path, as_jso
         ],
     )
     click.echo(f"oldest visible: {age(info.oldest_age)}")
+    if config.fifo_queue:
+        click.echo(f"message groups: {info.groups}, {info.groups_in_flight} with a message in flight")
     click.echo()
     print_table(["counter", "total"], sorted(info.counters.items()))
     if tags:
@@ -274,7 +335,7 @@ def set_(
     smq queue set jobs --visibility-timeout 120 --tag team=search
     smq queue set jobs --no-dead-letter-queue
     """
-    settings = _given(options)
+    settings = _given(name, options)
     redrive = dead_letter_queue is not None or max_receive_count is not None
     if no_dead_letter_queue and redrive:
         raise click.UsageError("--no-dead-letter-queue excludes --dead-letter-queue and --max-receive-count")

@@ -43,6 +43,10 @@ COUNTER_METRICS: dict[str, tuple[str, str]] = {
     ),
     "empty_receives": ("smq_queue_empty_receives", "Receives that returned no message."),
     "moved_in": ("smq_queue_messages_moved_in", "Messages that arrived by redrive or a move task."),
+    "deduplicated": (
+        "smq_queue_deduplicated",
+        "FIFO sends accepted and dropped as repeats of a deduplication id seen within 5 minutes.",
+    ),
 }
 
 
@@ -184,6 +188,13 @@ def _queue_families(snapshot: _Snapshot) -> Iterator[Any]:
     max_receives = gauge(
         "smq_queue_max_receive_count", "Receives before a message moves to the dead-letter queue; 0: none."
     )
+    # FIFO queues only: a standard queue has no groups, so no series rather than a 0 on
+    # every queue (as dead_letter_messages has none for a queue without a dead-letter queue).
+    groups = gauge("smq_queue_message_groups", "FIFO: message groups with messages stored.")
+    groups_in_flight = gauge(
+        "smq_queue_message_groups_in_flight",
+        "FIFO: message groups with a message in flight (no other message of the group is handed out).",
+    )
     counters = {
         counter: CounterMetricFamily(name, help_text, labels=["queue"])
         for counter, (name, help_text) in COUNTER_METRICS.items()
@@ -207,9 +218,12 @@ def _queue_families(snapshot: _Snapshot) -> Iterator[Any]:
             dead.add_metric([info.name, dlq], snapshot.dead_letter_depths[dlq])
         for counter, family in counters.items():
             family.add_metric(label, info.counters.get(counter, 0))
+        if config.fifo_queue:
+            groups.add_metric(label, info.groups)
+            groups_in_flight.add_metric(label, info.groups_in_flight)
     yield from (visible, in_flight, delayed, moving, oldest, dead, limit, used)
     yield from settings.values()
-    yield max_receives
+    yield from (max_receives, groups, groups_in_flight)
     yield from counters.values()
 
 
