@@ -45,7 +45,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import queue as queue_module
 import statistics
 import subprocess
 import sys
@@ -58,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from _harness import await_events, await_rewrite, percentile, reset, summary
 from _versions import versions
 
 import smq
@@ -77,48 +77,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-def percentile(values: list[int], fraction: float) -> float:
-    """Percentile by linear interpolation between closest ranks."""
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * fraction
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def summary(values: list[int]) -> dict[str, float]:
-    return {
-        "calls": len(values),
-        "p50_us": round(percentile(values, 0.50) / 1000, 1),
-        "p99_us": round(percentile(values, 0.99) / 1000, 1),
-        "mean_us": round(sum(values) / len(values) / 1000, 1),
-    }
-
-
-def await_rewrite(admin: redis.Redis) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        info = admin.info("persistence")
-        if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
-            return
-        time.sleep(0.05)
-    raise RuntimeError("the append-only file rewrite did not finish within 120 s")
-
-
 def used_memory(admin: redis.Redis) -> int:
     """used_memory with no AOF rewrite running (its buffer counts) and the AOF buffer written out."""
     await_rewrite(admin)
     time.sleep(0.3)
     return int(admin.info("memory")["used_memory"])
-
-
-def reset(server: EmbeddedRedis) -> None:
-    """Leave nothing of a cell behind: empty the server and shrink its append-only file."""
-    with server.client() as admin:
-        admin.flushall()
-        await_rewrite(admin)
-        admin.bgrewriteaof()
-        await_rewrite(admin)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -241,27 +204,6 @@ def worker(spec: WorkerSpec, sent: Any, deleted: Any, flags: Any, events: Any) -
         events.put(("done", label, {"cpu_s": cpu, "log": log}))
     except BaseException:
         events.put(("error", label, traceback.format_exc()))
-
-
-def await_events(events: Any, processes: list[Any], kind: str, count: int, timeout: float) -> list[Any]:
-    """Wait for ``count`` events of ``kind``; return their payloads; raise on a worker error or death."""
-    deadline = time.monotonic() + timeout
-    payloads: list[Any] = []
-    while len(payloads) < count:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"workers: {len(payloads)} of {count} reported {kind!r} within {timeout} s")
-        try:
-            got, label, payload = events.get(timeout=0.5)
-        except queue_module.Empty:
-            dead = [p for p in processes if p.exitcode not in (None, 0)]
-            if dead:
-                raise RuntimeError(f"a worker exited with code {dead[0].exitcode}") from None
-            continue
-        if got == "error":
-            raise RuntimeError(f"{label} failed:\n{payload}")
-        if got == kind:
-            payloads.append(payload)
-    return payloads
 
 
 def verify(logs: list[dict[str, Any]], messages: int, fifo: bool) -> dict[str, int]:

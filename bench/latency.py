@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _harness import summary
 from _versions import versions
 
 import smq
@@ -101,24 +102,6 @@ class Timed:
             deletes.append(clock() - received)
             receives.append(received - sent)
             sends.append(sent - start)
-
-
-def percentile(values: list[int], fraction: float) -> float:
-    """Percentile by linear interpolation between closest ranks."""
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * fraction
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def summary(values: list[int]) -> dict[str, float]:
-    return {
-        "calls": len(values),
-        "p50_us": round(percentile(values, 0.50) / 1000, 1),
-        "p99_us": round(percentile(values, 0.99) / 1000, 1),
-        "mean_us": round(sum(values) / len(values) / 1000, 1),
-    }
 
 
 # -- part 1: latency, empty versus big -----------------------------------------------------

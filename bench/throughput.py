@@ -20,7 +20,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import queue as queue_module
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import redis
+from _harness import await_events, reset
 from _versions import versions
 
 import smq
@@ -377,14 +377,14 @@ def run_cell(
     for process in processes:
         process.start()
     try:
-        _await(events, processes, "ready", len(processes), timeout=120)
+        await_events(events, processes, "ready", len(processes), timeout=120)
         flags[GO] = 1
         time.sleep(warmup)
         deleted_0, sent_0, t_0 = sum(deleted), sum(sent), time.perf_counter()
         time.sleep(seconds)
         deleted_1, sent_1, t_1 = sum(deleted), sum(sent), time.perf_counter()
         flags[STOP] = 1
-        _await(events, processes, "done", len(processes), timeout=30)
+        await_events(events, processes, "done", len(processes), timeout=30)
     finally:
         flags[STOP] = 1
         for process in processes:
@@ -397,7 +397,7 @@ def run_cell(
     if left != backlog:
         print(f"\nWARNING: {system}: {left} messages left in the queue, but sent - deleted = {backlog}")
     ADMIN[system].destroy(address, name)
-    _reset(server)
+    reset(server)
     window = t_1 - t_0
     return Cell(
         system=system,
@@ -413,45 +413,6 @@ def run_cell(
         backlog_at_end=backlog,
         left_in_queue=left,
     )
-
-
-def _await(events: Any, processes: list[Any], kind: str, count: int, timeout: float) -> None:
-    """Wait for ``count`` events of ``kind`` from the workers; raise on a worker error or death."""
-    deadline = time.monotonic() + timeout
-    seen = 0
-    while seen < count:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"workers: {seen} of {count} reported {kind!r} within {timeout} s")
-        try:
-            got, label, detail = events.get(timeout=0.5)
-        except queue_module.Empty:
-            dead = [p for p in processes if p.exitcode not in (None, 0)]
-            if dead:
-                raise RuntimeError(f"a worker exited with code {dead[0].exitcode}") from None
-            continue
-        if got == "error":
-            raise RuntimeError(f"{label} failed:\n{detail}")
-        if got == kind:
-            seen += 1
-
-
-def _reset(server: EmbeddedRedis) -> None:
-    """Leave nothing of a cell behind: empty the server and shrink its append-only file."""
-    with server.client() as admin:
-        admin.flushall()
-        _await_rewrite(admin)  # Redis may have started one of its own
-        admin.bgrewriteaof()
-        _await_rewrite(admin)
-
-
-def _await_rewrite(admin: redis.Redis) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        info = admin.info("persistence")
-        if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
-            return
-        time.sleep(0.05)
-    raise RuntimeError("the append-only file rewrite did not finish within 60 s")
 
 
 # -- report ----------------------------------------------------------------------------
