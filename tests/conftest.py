@@ -186,3 +186,26 @@ def clients(sqs_server: Any) -> dict[str, Any]:
 def api(request: pytest.FixtureRequest, clients: dict[str, Any], core: smq.Client) -> Any:
     """boto3 on the server (emptied for the test), over the JSON or the Query protocol."""
     return clients[request.param]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One real local-mode SparkSession for the test run, with the smq format registered.
+
+    ``local[2,3]``: two cores, and a failed task is tried up to three times, as
+    on a cluster (plain local mode never retries a task).
+    """
+    from smq.spark import spark_session
+
+    session = spark_session(
+        "local[2,3]",
+        app_name="smq-tests",
+        **{
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.memory": "1g",
+            "spark.sql.session.timeZone": "UTC",
+        },
+    )
+    yield session
+    session.stop()

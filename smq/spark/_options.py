@@ -1,0 +1,132 @@
+"""The ``smq`` data source's options, read once into a frozen object.
+
+Every mode:
+
+- ``queue`` (required): the queue's name.
+- ``url``: the Redis to use (default: ``$SMQ_REDIS_URL``, else
+  ``redis://localhost:6379/0``); ``cluster``: ``true`` for a Redis Cluster.
+
+Batch read (``spark.read``): a snapshot, by peek, that changes nothing.
+
+- ``states``: comma-separated ``visible``, ``in_flight``, ``delayed``
+  (default: all three); ``maxMessages``: most rows per state (default and
+  most 10,100, as deep as a peek can look).
+- ``table``: ``messages`` (default) or ``events``: the queue's lifecycle
+  event stream, one row per event (see :mod:`smq.spark._event_reader`).
+
+Write (``df.write``): rows become messages, sent in batches of 10 from the executors.
+
+- ``bodyColumn`` (default ``body``): the message body, a string.
+- ``attributeColumns``: comma-separated columns sent as message attributes
+  (numbers as ``Number``, the rest as ``String``); a ``map<string,string>``
+  column named ``attributes`` is sent as String attributes too.
+- ``groupColumn`` (default ``message_group_id``, FIFO): the group;
+  ``deduplicationIdColumn`` (default ``deduplication_id``): ids of your own;
+  ``delayColumn`` (default ``delay_seconds``, standard queues).
+- ``writeId``: names this write for deduplication (default: a new id per
+  write); ``deduplicate``: ``false`` sends without deduplication ids.
+
+Stream read (``spark.readStream``): receives, hides, deletes on commit.
+
+- ``maxMessagesPerBatch`` (default 1000), ``visibilityTimeout`` seconds a
+  received message stays hidden between heartbeats (default 30),
+  ``waitTimeSeconds`` a trigger waits for the first message (default 1),
+  ``numPartitions`` Spark partitions per micro-batch (default 2).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .._errors import InvalidParameter
+from .._peek import MAX_PEEK, MAX_PEEK_OFFSET, PEEK_STATES
+from .._settings import Settings
+
+
+def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
+    value = options.get(name)
+    if value is None:
+        return default
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise InvalidParameter(f"option {name} must be true or false, not {value!r}")
+
+
+def _int(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    value = options.get(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidParameter(f"option {name} must be a whole number, not {value!r}") from None
+    if not low <= number <= high:
+        raise InvalidParameter(f"option {name} must be {low} to {high}, not {number}")
+    return number
+
+
+def _names(value: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The options of one read or write, checked."""
+
+    queue: str
+    settings: Settings
+    table: str = "messages"
+    states: tuple[str, ...] = PEEK_STATES
+    max_messages: int = MAX_PEEK_OFFSET + MAX_PEEK
+    body_column: str = "body"
+    attribute_columns: tuple[str, ...] = ()
+    group_column: str = "message_group_id"
+    deduplication_column: str = "deduplication_id"
+    delay_column: str = "delay_seconds"
+    write_id: str | None = None
+    deduplicate: bool = True
+    max_messages_per_batch: int = 1000
+    visibility_timeout: int = 30
+    wait_time_seconds: int = 1
+    num_partitions: int = 2
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        """Check ``options`` (the data source's, case-insensitive keys); raise InvalidParameter."""
+        lowered = {key.lower(): str(value) for key, value in options.items()}
+        queue = lowered.get("queue")
+        if not queue:
+            raise InvalidParameter('the smq data source needs option("queue", <name>)')
+        url = lowered.get("url") or os.environ.get("SMQ_REDIS_URL") or Settings.url
+        table = lowered.get("table", "messages")
+        if table not in ("messages", "events"):
+            raise InvalidParameter(f"option table must be messages or events, not {table!r}")
+        states = _names(lowered.get("states")) or PEEK_STATES
+        for state in states:
+            if state not in PEEK_STATES:
+                raise InvalidParameter(f"option states: {state!r} is not one of {', '.join(PEEK_STATES)}")
+        write_id = lowered.get("writeid")
+        if write_id is not None and not (0 < len(write_id) <= 64 and write_id.isprintable()):
+            raise InvalidParameter("option writeId must be 1 to 64 printable characters")
+        return cls(
+            queue=queue,
+            settings=Settings(url=url, cluster=_flag(lowered, "cluster", False)),
+            table=table,
+            states=states,
+            max_messages=_int(lowered, "maxmessages", MAX_PEEK_OFFSET + MAX_PEEK, 1, MAX_PEEK_OFFSET + MAX_PEEK),
+            body_column=lowered.get("bodycolumn", "body"),
+            attribute_columns=_names(lowered.get("attributecolumns")),
+            group_column=lowered.get("groupcolumn", "message_group_id"),
+            deduplication_column=lowered.get("deduplicationidcolumn", "deduplication_id"),
+            delay_column=lowered.get("delaycolumn", "delay_seconds"),
+            write_id=write_id,
+            deduplicate=_flag(lowered, "deduplicate", True),
+            max_messages_per_batch=_int(lowered, "maxmessagesperbatch", 1000, 1, 1_000_000),
+            visibility_timeout=_int(lowered, "visibilitytimeout", 30, 1, 43_200),
+            wait_time_seconds=_int(lowered, "waittimeseconds", 1, 0, 20),
+            num_partitions=_int(lowered, "numpartitions", 2, 1, 10_000),
+        )
