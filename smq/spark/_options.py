@@ -44,6 +44,8 @@ from .._errors import InvalidParameter
 from .._peek import MAX_PEEK, MAX_PEEK_OFFSET, PEEK_STATES
 from .._settings import Settings
 
+_DEEPEST = MAX_PEEK_OFFSET + MAX_PEEK
+
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
     value = options.get(name)
@@ -81,7 +83,7 @@ class SourceOptions:
     settings: Settings
     table: str = "messages"
     states: tuple[str, ...] = PEEK_STATES
-    max_messages: int = MAX_PEEK_OFFSET + MAX_PEEK
+    max_messages: int = _DEEPEST
     body_column: str = "body"
     attribute_columns: tuple[str, ...] = ()
     group_column: str = "message_group_id"
@@ -117,7 +119,7 @@ class SourceOptions:
             settings=Settings(url=url, cluster=_flag(lowered, "cluster", False)),
             table=table,
             states=states,
-            max_messages=_int(lowered, "maxmessages", MAX_PEEK_OFFSET + MAX_PEEK, 1, MAX_PEEK_OFFSET + MAX_PEEK),
+            max_messages=_int(lowered, "maxmessages", _DEEPEST, 1, _DEEPEST),
             body_column=lowered.get("bodycolumn", "body"),
             attribute_columns=_names(lowered.get("attributecolumns")),
             group_column=lowered.get("groupcolumn", "message_group_id"),

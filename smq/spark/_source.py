@@ -58,4 +58,3 @@ class SmqDataSource(DataSource):
         from ._stream import QueueStreamReader
 
         return QueueStreamReader(self.checked)
-
