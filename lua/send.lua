@@ -1,4 +1,6 @@
--- send: store 1 to 10 messages, visible at once or delayed.
+-- send: store 1 to 10 messages, visible at once or delayed; a message with a
+-- deduplication id is stored once per id within 5 minutes (an smq extension
+-- for standard queues: idempotent producers such as the Spark sink).
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
 -- KEYS[2] visible (list): ids of visible messages (sends join the tail)
@@ -6,27 +8,33 @@
 -- KEYS[4] messages (hash): id -> record "<sent_ms>|<payload>"
 -- KEYS[5] stats (hash): counters
 -- KEYS[6] events (stream): lifecycle events
+-- KEYS[7] dedup (hash): deduplication id -> id of the message it let in
+-- KEYS[8] dedup_at (zset): deduplication ids by when they lapse (ms)
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
 -- ARGV[3] count (1-10): number of messages
--- ARGV[4..] per message, 4 entries: id (string), delay_ms (0-900000, or -1
---           for the queue's delay), size (bytes, as SQS counts it), payload
+-- ARGV[4..] per message, 5 entries: id (string), delay_ms (0-900000, or -1
+--           for the queue's delay), size (bytes, as SQS counts it), payload,
+--           deduplication id ('' for none)
 --
--- Returns {OK, status_1, ..., status_n}: OK or E_TOO_LONG per message;
--- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+-- Returns {OK, status_1, id_1, ..., status_n, id_n}: OK (id: the new
+-- message), DUPLICATE (id: the message the deduplication id let in) or
+-- E_TOO_LONG (id: '') per message; or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
 local delayed = KEYS[3]
 local messages = KEYS[4]
 local stats = KEYS[5]
 local events = KEYS[6]
+local dedup = KEYS[7]
+local dedup_at = KEYS[8]
 local now = clock(ARGV[1])
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)
 
-if count == nil or #ARGV ~= 3 + 4 * count then
-  return fail(E_BAD_ARGUMENT, 'send takes 1 to 10 messages of 4 arguments')
+if count == nil or #ARGV ~= 3 + 5 * count then
+  return fail(E_BAD_ARGUMENT, 'send takes 1 to 10 messages of 5 arguments')
 end
 local settings = redis.call('HMGET', meta, 'delay_ms', 'max_size', 'events_max')
 if settings[1] == false then
@@ -39,7 +47,7 @@ local events_max = tonumber(settings[3]) or 0
 -- Validate every entry before the first write.
 local delays = {}
 for i = 1, count do
-  local base = 4 * i
+  local base = 5 * i - 1
   local delay = int_arg(ARGV[base + 1], -1, 900000)
   local size = int_arg(ARGV[base + 2], 0, 1073741824)
   if delay == nil or size == nil then
@@ -54,14 +62,37 @@ end
 local reply = {OK}
 local records = {}
 local now_visible = {}
-local sent = 0
+local sent, duplicates = 0, 0
+local deduplicating = false
 for i = 1, count do
-  local base = 4 * i
+  if ARGV[5 * i + 3] ~= '' then
+    deduplicating = true
+  end
+end
+if deduplicating then
+  trim_dedup(dedup, dedup_at, now)
+end
+for i = 1, count do
+  local base = 5 * i - 1
   local id = ARGV[base]
+  local key = ARGV[base + 4]
+  local first = false
+  if key ~= '' then
+    first = redis.call('HGET', dedup, key)
+  end
   if tonumber(ARGV[base + 2]) > max_size then
-    reply[i + 1] = E_TOO_LONG
+    reply[#reply + 1] = E_TOO_LONG
+    reply[#reply + 1] = ''
+  elseif first then
+    reply[#reply + 1] = DUPLICATE
+    reply[#reply + 1] = first
+    duplicates = duplicates + 1
   else
-    reply[i + 1] = OK
+    if key ~= '' then
+      remember_dedup(dedup, dedup_at, now, key, id)
+    end
+    reply[#reply + 1] = OK
+    reply[#reply + 1] = id
     records[#records + 1] = id
     records[#records + 1] = now .. '|' .. ARGV[base + 3]
     if delays[i] > 0 then
@@ -77,6 +108,9 @@ end
 if sent > 0 then
   redis.call('HSET', messages, unpack(records))
   redis.call('HINCRBY', stats, 'sent', sent)
+end
+if duplicates > 0 then
+  redis.call('HINCRBY', stats, 'deduplicated', duplicates)
 end
 if #now_visible > 0 then
   redis.call('RPUSH', visible, unpack(now_visible))

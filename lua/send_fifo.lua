@@ -46,7 +46,6 @@ local now = clock(ARGV[1])
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)
 
-local DEDUP_MS = 300000
 local MAX_DELAY_MS = 900000
 local TRIM_MAX = 100
 
@@ -76,11 +75,7 @@ local content_dedup = settings[5] == '1'
 local per_group = settings[6] == 'messageGroup'
 
 -- Deduplication keys and delay marks that lapsed: a few per call.
-local lapsed = redis.call('ZRANGEBYSCORE', dedup_at, '-inf', now, 'LIMIT', 0, TRIM_MAX)
-if #lapsed > 0 then
-  redis.call('ZREM', dedup_at, unpack(lapsed))
-  redis.call('HDEL', dedup, unpack(lapsed))
-end
+trim_dedup(dedup, dedup_at, now)
 local old_marks = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now - MAX_DELAY_MS, 'LIMIT', 0, TRIM_MAX)
 if #old_marks > 0 then
   redis.call('ZREM', k.delayed, unpack(old_marks))
@@ -120,8 +115,7 @@ for i = 1, count do
   else
     redis.call('HSET', messages, id, now .. '|' .. ARGV[base + 2])
     local seq = fifo_add(k, id, group, now, now, delay_ms)
-    redis.call('HSET', dedup, key, id .. ' ' .. seq)
-    redis.call('ZADD', dedup_at, now + DEDUP_MS, key)
+    remember_dedup(dedup, dedup_at, now, key, id .. ' ' .. seq)
     reply[#reply + 1] = OK
     reply[#reply + 1] = id
     reply[#reply + 1] = seq

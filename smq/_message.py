@@ -189,7 +189,7 @@ def decode_record(
     if payload[:1] == b"f":
         colon = payload.index(b":")
         end = colon + 1 + int(payload[1:colon])
-        group = payload[colon + 1 : end].decode()
+        group = payload[colon + 1 : end].decode() or None  # '' on a standard queue's deduplicated send
         colon = payload.index(b":", end)
         start = colon + 1
         payload_end = start + int(payload[end:colon])
@@ -285,8 +285,10 @@ class SendEntry:
         attributes: Message attributes.
         message_group_id: MessageGroupId: required on a FIFO queue; kept
             and returned on a standard queue, where it orders nothing.
-        deduplication_id: FIFO: MessageDeduplicationId; required unless the
-            queue has content-based deduplication.
+        deduplication_id: MessageDeduplicationId: on a FIFO queue required
+            unless the queue has content-based deduplication; on a standard
+            queue optional (an smq extension). Within 5 minutes a second send
+            with the same id is accepted and not stored again.
     """
 
     id: str
@@ -307,7 +309,7 @@ class SendResult:
         attributes: The attributes sent, typed.
         id: The batch entry id ('' for a single send).
         sequence_number: FIFO: the message's SequenceNumber (20 digits).
-        duplicate: FIFO: True when a message with the same deduplication id
+        duplicate: True when a message with the same deduplication id
             was sent within 5 minutes: this one was accepted and dropped, and
             ``message_id`` and ``sequence_number`` are the first one's.
     """

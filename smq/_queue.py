@@ -93,6 +93,8 @@ class Queue:
         refused (the queue's delay applies); ``deduplication_id`` is required
         unless the queue has content-based deduplication. A duplicate within
         5 minutes is accepted and not stored again (``SendResult.duplicate``).
+        On a standard queue ``deduplication_id`` is optional and works the
+        same way: an smq extension for producers that may retry a send.
         """
         entry = SendEntry("single", body, delay_seconds, attributes, message_group_id, deduplication_id)
         return send_one(self, entry)

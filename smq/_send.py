@@ -1,7 +1,9 @@
 """Sending: check each message, store it with one script call, report per entry.
 
 A standard queue's messages join its visible list (``send.lua``); a FIFO
-queue's join their group, once per deduplication id (``send_fifo.lua``).
+queue's join their group (``send_fifo.lua``). Both store a message once per
+deduplication id within 5 minutes; on a standard queue the id is optional
+and an smq extension (SQS refuses it there, and so does smq's HTTP API).
 """
 
 from __future__ import annotations
@@ -57,13 +59,15 @@ def _script_args(
     if group is not None:
         check_fifo_id("MessageGroupId", group)
     if not queue.fifo:
-        if entry.deduplication_id is not None:
-            raise InvalidParameter("MessageDeduplicationId applies to FIFO queues only")
+        given = entry.deduplication_id
+        if given is not None:
+            check_fifo_id("MessageDeduplicationId", given)
         delay_ms = -1
         if entry.delay_seconds is not None:
             delay_ms = check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
-        header = fifo_header(group, "") if group is not None else b""
-        return size, attributes, [message_id, delay_ms, size, encode_payload(body, attributes, header)]
+        header = fifo_header(group or "", given or "") if group is not None or given is not None else b""
+        payload = encode_payload(body, attributes, header)
+        return size, attributes, [message_id, delay_ms, size, payload, given or ""]
     if group is None:
         raise MissingParameter(f"a message to FIFO queue {queue.name!r} needs a message group id")
     if entry.delay_seconds is not None:
@@ -108,9 +112,7 @@ def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -
         outcomes = [(reply[i], text(reply[i + 1]), text(reply[i + 2])) for i in range(1, len(reply), 3)]
     else:
         reply = client.run("send", queue.keys, args, queue=queue.name)
-        outcomes = [
-            (status, message_id, "") for status, (_, message_id, _) in zip(reply[1:], pending, strict=True)
-        ]
+        outcomes = [(reply[i], text(reply[i + 1]), "") for i in range(1, len(reply), 2)]
     successful: list[SendResult] = []
     for (entry, _, attributes), (status, message_id, seq) in zip(pending, outcomes, strict=True):
         if status in (Status.OK, Status.DUPLICATE):
