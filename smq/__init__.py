@@ -45,6 +45,7 @@ from ._errors import (
     UnsafeRedisConfig,
     VisibilityCeilingExceeded,
 )
+from ._events import Event
 from ._health import RedisHealth
 from ._message import (
     BatchFailure,
@@ -75,6 +76,7 @@ __all__ = [
     "Client",
     "DeleteEntry",
     "EmptyBatchRequest",
+    "Event",
     "InvalidAttributeName",
     "InvalidAttributeValue",
     "InvalidBatchEntryId",

@@ -26,6 +26,7 @@ from ._errors import (
     Status,
     error_for,
 )
+from ._events import Event, read_events
 from ._keys import QueueKeys
 from ._message import (
     AttributeValue,
@@ -398,6 +399,17 @@ class Queue:
         after it. Raises InvalidParameter or QueueDoesNotExist.
         """
         return peek(self._client, self.keys, state, limit, offset)
+
+    def events(self, *, after: str = "-", limit: int = 1000) -> list[Event]:
+        """Up to ``limit`` (1-10,000) lifecycle events of the queue, oldest first.
+
+        Only a queue with ``event_stream_max_len`` set records events (the
+        oldest are trimmed beyond about that many). ``after`` is ``"-"`` (from
+        the oldest kept) or the ``event_id`` of the last event of the previous
+        page, to read on; a page shorter than ``limit`` is the end, for now.
+        Changes nothing. Raises InvalidParameter or QueueDoesNotExist.
+        """
+        return read_events(self._client, self.keys, after, limit)
 
     def set_attributes(self, **settings: Any) -> None:
         """Change settings (QueueConfig fields); applies to later calls.

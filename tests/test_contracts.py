@@ -102,7 +102,8 @@ def test_public_surface_is_pinned() -> None:
         [
             "COUNTERS", "MAX_VISIBILITY_TIMEOUT", "BackendError", "BatchEntryIdsNotDistinct", "BatchError",
             "BatchFailure", "BatchRequestTooLong", "BatchResult", "ChangeEntry", "Client", "DeleteEntry",
-            "EmptyBatchRequest", "InvalidAttributeName", "InvalidAttributeValue", "InvalidBatchEntryId",
+            "EmptyBatchRequest", "Event",
+            "InvalidAttributeName", "InvalidAttributeValue", "InvalidBatchEntryId",
             "InvalidMessageContents", "InvalidParameter", "InvalidQueueName", "Job", "LeaseLost", "Message",
             "MessageAttribute",
             "MessageNotInflight", "MessageTooLong", "MissingParameter", "MoveTask", "MoveTaskActive",

@@ -1,0 +1,109 @@
+"""The lifecycle event stream of a queue, read back as typed events.
+
+A queue created with ``event_stream_max_len=N`` keeps a capped Redis stream
+(key kind ``events``) to which the scripts append one entry per step of a
+message's life. Reading it is one ``XRANGE`` per page: read-only, bounded by
+``limit``, in the order the scripts ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._config import check_int
+from ._errors import InvalidParameter, QueueDoesNotExist
+from ._keys import QueueKeys
+from ._scripts import text
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+EVENT_KINDS = (
+    "sent",
+    "received",
+    "visibility_changed",
+    "visibility_expired",
+    "deleted",
+    "stale_receipt",
+    "dead_lettered",
+    "retention_expired",
+    "moved_out",
+    "moved_in",
+)
+"""Every kind of event the scripts record (``e`` in the stream)."""
+MAX_EVENTS_PAGE = 10_000
+"""Most events one call of :meth:`Queue.events` returns."""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of a queue's lifecycle event stream (see :meth:`Queue.events`).
+
+    Attributes:
+        queue: Name of the queue whose stream holds it.
+        event_id: The stream entry id (``<ms>-<seq>``), increasing in the order
+            the scripts ran; pass the last one as ``after`` to read on.
+        kind: One of :data:`EVENT_KINDS`.
+        message_id: The message it is about.
+        receive_count: The message's receive count at that moment: 0 when
+            sent, ``n`` for the ``n``-th receive and for what that receipt
+            does next. For ``stale_receipt`` it is the message's current count,
+            not the (older, unknown) one of the stale receipt; ``moved_out``
+            records 0.
+        at_ms: When, in ms since the epoch, by the Redis clock. ``visibility_expired``
+            is recorded when a receive takes the expired message back, so it
+            is the time of that receive, not of the expiry itself.
+        extra: Depends on ``kind``: ``sent``: the delay in ms; ``received``:
+            the visibility timeout of that receive in ms; ``visibility_changed``:
+            the new timeout in ms, counted from ``at_ms``; ``stale_receipt``:
+            ``delete`` or ``change``, what the stale receipt tried;
+            ``moved_in``: the queue it came from; ``moved_out``: the queue
+            it went to; otherwise empty.
+    """
+
+    queue: str
+    event_id: str
+    kind: str
+    message_id: str
+    receive_count: int
+    at_ms: int
+    extra: str = ""
+
+    @property
+    def at(self) -> float:
+        """When, in seconds since the epoch (``at_ms / 1000``)."""
+        return self.at_ms / 1000
+
+
+def read_events(client: Client, keys: QueueKeys, after: str, limit: int) -> list[Event]:
+    """Up to ``limit`` events of queue ``keys.name`` after entry ``after``; see :meth:`Queue.events`."""
+    check_int("limit", limit, 1, MAX_EVENTS_PAGE)
+    if not isinstance(after, str) or not _is_position(after):
+        raise InvalidParameter(f"after must be '-' or an event id such as '1700000000000-0', not {after!r}")
+    low = "-" if after == "-" else f"({after}"
+    entries = client._call(client._redis.xrange, keys.events, low, "+", count=limit)
+    if not entries and not client.queue_exists(keys.name):
+        raise QueueDoesNotExist(f"queue {keys.name!r} does not exist")
+    return [_event(keys.name, entry_id, fields) for entry_id, fields in entries]
+
+
+def _is_position(after: str) -> bool:
+    if after == "-":
+        return True
+    ms, dash, seq = after.partition("-")
+    return bool(dash) and ms.isdigit() and seq.isdigit() and ms.isascii() and seq.isascii()
+
+
+def _event(queue: str, entry_id: Any, fields: Mapping[Any, Any]) -> Event:
+    values = {text(key): text(value) for key, value in fields.items()}
+    return Event(
+        queue=queue,
+        event_id=text(entry_id),
+        kind=values.get("e", ""),
+        message_id=values.get("m", ""),
+        receive_count=int(values.get("n") or 0),
+        at_ms=int(values.get("t") or 0),
+        extra=values.get("x", ""),
+    )
