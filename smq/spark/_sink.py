@@ -1,0 +1,181 @@
+"""Write: each row becomes a message, sent in batches of 10 by the task that holds it.
+
+A task that fails halfway, or runs twice (retry, speculation), sends its rows
+again. Each message therefore carries a deduplication id that the same row
+gets in every attempt, and the queue stores each id once within 5 minutes
+(on standard queues too: an smq extension). The id is the SHA-256 of the
+write's id, the partition number, the message's content and how many equal
+messages came before it in the partition: it does not depend on row order,
+which Spark does not promise to repeat after a shuffle. It does depend on the
+partition holding the same rows each attempt, as Spark's retries guarantee
+for deterministic input.
+"""
+
+from __future__ import annotations
+
+import decimal
+import hashlib
+import json
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import MapType, StringType, StructType
+
+from .._batch import MAX_BATCH, MAX_BATCH_BYTES
+from .._client import Client
+from .._errors import InvalidParameter, SmqError
+from .._message import AttributeValue, SendEntry
+from .._queue import Queue
+from ._options import SourceOptions
+
+log = logging.getLogger("smq.spark")
+
+
+@dataclass
+class SentPartition(WriterCommitMessage):
+    """What one task sent: messages stored, and duplicates the queue dropped."""
+
+    partition: int
+    sent: int
+    duplicates: int
+
+
+class SinkError(SmqError):
+    """A row the queue refused; the task fails with the row's position and the reason."""
+
+
+class QueueWriter(DataSourceWriter):
+    """Sends a DataFrame's rows to one queue, at most once per row (see the module docstring)."""
+
+    def __init__(self, options: SourceOptions, schema: StructType, overwrite: bool) -> None:
+        if overwrite:
+            raise InvalidParameter('the smq sink appends messages; write with mode("append")')
+        self.options = options
+        self.write_id = options.write_id or uuid.uuid4().hex
+        with Client(settings=options.settings) as client:
+            self.fifo = client.get_queue(options.queue).fifo
+        fields = {f.name: f.dataType for f in schema.fields}
+        if fields.get(options.body_column) != StringType():
+            raise InvalidParameter(f"the smq sink needs a string column {options.body_column!r} for the body")
+        for name in options.attribute_columns:
+            if name not in fields:
+                raise InvalidParameter(f"attributeColumns: no column {name!r}")
+        self.map_column = "attributes" if isinstance(fields.get("attributes"), MapType) else None
+        self.group_column = options.group_column if options.group_column in fields else None
+        self.dedup_column = options.deduplication_column if options.deduplication_column in fields else None
+        self.delay_column = options.delay_column if options.delay_column in fields else None
+        if self.fifo and self.group_column is None:
+            raise InvalidParameter(
+                f"queue {options.queue!r} is a FIFO queue: the rows need a {options.group_column!r} column"
+            )
+        if self.fifo and self.delay_column is not None:
+            raise InvalidParameter(f"FIFO queue {options.queue!r} takes no per-message delay column")
+
+    def write(self, iterator: Iterator[Any]) -> SentPartition:
+        """Runs in each task: send the partition's rows, 10 to a call."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        seen: Counter[str] = Counter()
+        sent = duplicates = 0
+        with Client(settings=self.options.settings) as client:
+            queue = client.queue(self.options.queue)
+            batch: list[SendEntry] = []
+            size = 0
+            for row in iterator:
+                entry = self._entry(row, partition, seen)
+                entry_size = _size(entry)
+                if batch and (len(batch) == MAX_BATCH or size + entry_size > MAX_BATCH_BYTES):
+                    more, dropped = self._send(queue, batch)
+                    sent, duplicates, batch, size = sent + more, duplicates + dropped, [], 0
+                batch.append(entry)
+                size += entry_size
+            if batch:
+                more, dropped = self._send(queue, batch)
+                sent, duplicates = sent + more, duplicates + dropped
+        return SentPartition(partition, sent, duplicates)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        parts = [m for m in messages if isinstance(m, SentPartition)]
+        log.info(
+            "smq: write %s to %r: %d messages sent, %d duplicates from retried tasks dropped",
+            self.write_id,
+            self.options.queue,
+            sum(p.sent for p in parts),
+            sum(p.duplicates for p in parts),
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        sent = sum(m.sent for m in messages if isinstance(m, SentPartition))
+        log.warning(
+            "smq: write %s to %r failed; the %d messages its finished tasks sent stay in the queue "
+            "(writing again with option writeId=%s within 5 minutes sends only the rest)",
+            self.write_id,
+            self.options.queue,
+            sent,
+            self.write_id,
+        )
+
+    # -- one row ----------------------------------------------------------------------
+
+    def _entry(self, row: Any, partition: int, seen: Counter[str]) -> SendEntry:
+        body = row[self.options.body_column]
+        if body is None:
+            raise SinkError(f"a row has a null {self.options.body_column!r}: a message needs a body")
+        attributes: dict[str, AttributeValue] = {}
+        if self.map_column is not None and row[self.map_column]:
+            attributes.update({str(k): str(v) for k, v in row[self.map_column].items() if v is not None})
+        for name in self.options.attribute_columns:
+            value = _attribute(row[name])
+            if value is not None:
+                attributes[name] = value
+        group = row[self.group_column] if self.group_column else None
+        delay = row[self.delay_column] if self.delay_column else None
+        dedup = row[self.dedup_column] if self.dedup_column else None
+        if dedup is None and self.options.deduplicate:
+            content = json.dumps(
+                [body, sorted((k, str(v)) for k, v in attributes.items()), group, delay], ensure_ascii=False
+            )
+            seen[content] += 1
+            key = f"{self.write_id}\n{partition}\n{seen[content]}\n{content}"
+            dedup = hashlib.sha256(key.encode()).hexdigest()
+        return SendEntry("0", body, delay, attributes or None, group, dedup)
+
+    def _send(self, queue: Queue, batch: list[SendEntry]) -> tuple[int, int]:
+        numbered = [
+            SendEntry(str(i), e.body, e.delay_seconds, e.attributes, e.message_group_id, e.deduplication_id)
+            for i, e in enumerate(batch)
+        ]
+        result = queue.send_batch(numbered)
+        if result.failed:
+            first = result.failed[0]
+            raise SinkError(f"queue {self.options.queue!r} refused a row: {first.code}: {first.message}")
+        return (
+            sum(1 for r in result.successful if not r.duplicate),
+            sum(1 for r in result.successful if r.duplicate),
+        )
+
+
+def _size(entry: SendEntry) -> int:
+    """At least the bytes SQS would count for ``entry`` (attribute types at their longest)."""
+    attributes = entry.attributes or {}
+    return len(entry.body.encode()) + sum(len(k) + 20 + len(str(v).encode()) for k, v in attributes.items())
+
+
+def _attribute(value: Any) -> AttributeValue | None:
+    """A column value as a message attribute: numbers as Number, bytes as Binary, the rest as String."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, decimal.Decimal, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    return str(value)
