@@ -48,7 +48,7 @@ _DEEPEST = MAX_PEEK_OFFSET + MAX_PEEK
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
-    value = options.get(name)
+    value = options.get(name.lower())
     if value is None:
         return default
     if value.lower() in ("true", "1", "yes"):
@@ -59,7 +59,7 @@ def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
 
 
 def _int(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    value = options.get(name)
+    value = options.get(name.lower())
     if value is None:
         return default
     try:
@@ -119,7 +119,7 @@ class SourceOptions:
             settings=Settings(url=url, cluster=_flag(lowered, "cluster", False)),
             table=table,
             states=states,
-            max_messages=_int(lowered, "maxmessages", _DEEPEST, 1, _DEEPEST),
+            max_messages=_int(lowered, "maxMessages", _DEEPEST, 1, _DEEPEST),
             body_column=lowered.get("bodycolumn", "body"),
             attribute_columns=_names(lowered.get("attributecolumns")),
             group_column=lowered.get("groupcolumn", "message_group_id"),
@@ -127,8 +127,8 @@ class SourceOptions:
             delay_column=lowered.get("delaycolumn", "delay_seconds"),
             write_id=write_id,
             deduplicate=_flag(lowered, "deduplicate", True),
-            max_messages_per_batch=_int(lowered, "maxmessagesperbatch", 1000, 1, 1_000_000),
-            visibility_timeout=_int(lowered, "visibilitytimeout", 30, 1, 43_200),
-            wait_time_seconds=_int(lowered, "waittimeseconds", 1, 0, 20),
-            num_partitions=_int(lowered, "numpartitions", 2, 1, 10_000),
+            max_messages_per_batch=_int(lowered, "maxMessagesPerBatch", 1000, 1, 1_000_000),
+            visibility_timeout=_int(lowered, "visibilityTimeout", 30, 1, 43_200),
+            wait_time_seconds=_int(lowered, "waitTimeSeconds", 1, 0, 20),
+            num_partitions=_int(lowered, "numPartitions", 2, 1, 10_000),
         )
