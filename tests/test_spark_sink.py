@@ -160,7 +160,9 @@ def test_a_write_the_sink_cannot_do_fails_before_any_task_naming_the_problem(
     assert redis_client.get_queue("out").attributes().visible == 0
 
 
-def test_a_row_the_queue_refuses_fails_the_write_with_the_reason(spark: Any, redis_client: smq.Client) -> None:
+def test_a_row_the_queue_refuses_fails_the_write_with_the_reason(
+    spark: Any, redis_client: smq.Client
+) -> None:
     redis_client.create_queue("small", maximum_message_size=1024)
     df = spark.range(1).selectExpr("repeat('x', 2000) as body")
     with pytest.raises(Exception, match="queue 'small' refused a row: MessageTooLong"):

@@ -1,0 +1,133 @@
+"""The smq format's streaming source on real PySpark (local mode) and real Redis: at least once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import smq
+
+pytestmark = pytest.mark.slow
+
+JOB = Path(__file__).with_name("spark_stream_job.py")
+
+
+def _run_job(url: str, queue: str, checkpoint: Path, out: Path, *extra: str) -> int:
+    """Run the streaming job as its own process (group) to the end; return its exit code."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(JOB),
+            "--url",
+            url,
+            "--queue",
+            queue,
+            "--checkpoint",
+            str(checkpoint),
+            "--out",
+            str(out),
+            *extra,
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        return process.wait(timeout=240)
+    finally:
+        # The JVM and Spark's Python workers are in the job's process group.
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _done(out: Path) -> list[tuple[int, str]]:
+    return [
+        (int(batch), message_id)
+        for batch, message_id in (line.split() for line in out.read_text().splitlines())
+    ]
+
+
+def test_a_query_killed_before_its_commit_gets_its_messages_again(
+    redis_client: smq.Client, tmp_path: Path
+) -> None:
+    queue = redis_client.create_queue("jobs")
+    sent = {queue.send(f"m-{n}").message_id for n in range(250)}
+    url = redis_client.settings.url
+    out, checkpoint = tmp_path / "done.txt", tmp_path / "checkpoint"
+
+    assert _run_job(url, "jobs", checkpoint, out, "--crash") == -signal.SIGKILL
+    crashed = {message_id for _, message_id in _done(out)}
+    assert 0 < len(crashed) <= 100 and crashed <= sent
+    info = queue.attributes()
+    assert info.visible + info.in_flight == 250  # processed, but not committed: nothing deleted
+
+    # The same query again, from its checkpoint: the crashed batch's messages
+    # come back when their timeout runs out (no heartbeat holds them now).
+    assert _run_job(url, "jobs", checkpoint, out, "--expect", "250") == 0
+    counts = Counter(message_id for _, message_id in _done(out))
+    assert set(counts) == sent
+    assert {m for m, n in counts.items() if n == 2} == crashed
+    assert all(n == 1 for m, n in counts.items() if m not in crashed)
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters["deleted"]) == (0, 0, 250)
+
+
+def test_a_clean_run_processes_each_message_once_and_hides_it_until_committed(
+    spark: Any, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    queue = redis_client.create_queue("jobs")
+    sent = {queue.send(f"m-{n}").message_id for n in range(300)}
+    url = redis_client.settings.url
+    rival = smq.Client(url).get_queue("jobs")
+    seen: list[str] = []
+    taken: list[smq.Message] = []
+
+    def each(batch: Any, batch_id: int) -> None:
+        ids = [row.message_id for row in batch.select("message_id").collect()]
+        if ids and not seen:
+            # The first batch takes four visibility timeouts: the heartbeat must
+            # keep its messages hidden from every other consumer meanwhile.
+            for _ in range(8):
+                taken.extend(rival.receive(10, visibility_timeout=0))
+                time.sleep(0.5)
+        seen.extend(ids)
+
+    stream = (
+        spark.readStream.format("smq")
+        .option("url", url)
+        .option("queue", "jobs")
+        .option("visibilityTimeout", "1")
+        .option("maxMessagesPerBatch", "100")
+        .load()
+    )
+    query = (
+        stream.writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            info = queue.attributes()
+            if len(set(seen)) == 300 and info.visible + info.in_flight == 0:
+                break
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    assert Counter(seen) == Counter(sent)
+    first_batch = set(seen[:100])
+    assert [m.body for m in taken if m.message_id in first_batch] == []
+    info = queue.attributes()
+    # The rival's receives (timeout 0) took only messages not yet in a batch.
+    assert (info.counters["deleted"], info.counters["received"]) == (300, 300 + len(taken))
