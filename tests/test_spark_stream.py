@@ -131,3 +131,35 @@ def test_a_clean_run_processes_each_message_once_and_hides_it_until_committed(
     info = queue.attributes()
     # The rival's receives (timeout 0) took only messages not yet in a batch.
     assert (info.counters["deleted"], info.counters["received"]) == (300, 300 + len(taken))
+
+
+def test_a_failed_query_leaves_its_batch_to_come_back_after_the_timeout(
+    spark: Any, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    queue = redis_client.create_queue("jobs")
+    for start in range(0, 50, 10):
+        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+
+    def each(batch: Any, batch_id: int) -> None:
+        if batch.count():
+            raise RuntimeError("the sink failed")
+
+    stream = spark.readStream.format("smq").option("url", redis_client.settings.url).option("queue", "jobs")
+    query = (
+        stream.option("visibilityTimeout", "3")
+        .load()
+        .writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    with pytest.raises(Exception, match="the sink failed"):
+        query.awaitTermination(120)
+    failed_at = time.monotonic()
+    # Spark kills the source's process, heartbeat and all: nothing was deleted,
+    # and the batch is visible again once its last extension runs out.
+    deadline = failed_at + 30
+    while queue.attributes().visible < 50 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters.get("deleted", 0)) == (50, 0, 0)
+    assert time.monotonic() - failed_at < 3 + 2

@@ -150,10 +150,13 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._budget = self._queue().attributes().visible
 
     def stop(self) -> None:
-        """The query ended: stop the heartbeat and let uncommitted messages go at once.
+        """The source ends in order: stop the heartbeat and let uncommitted messages go at once.
 
         Their batches were not committed, so Spark will not count them done:
         visibility 0 returns them to the queue now rather than after the timeout.
+        (PySpark 4.3 kills the source's process when a query stops or fails,
+        without this call; the heartbeat dies with it and they come back when
+        the timeout runs out.)
         """
         self._stopping.set()
         with self._lock:
