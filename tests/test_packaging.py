@@ -32,3 +32,4 @@ def test_the_wheel_carries_every_lua_script(tmp_path: Path) -> None:
     shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".lua")}
     expected = {f"smq/lua/{p.relative_to(ROOT / 'lua').as_posix()}" for p in (ROOT / "lua").rglob("*.lua")}
     assert shipped == expected
+    assert "smq/spark/_source.py" in zipfile.ZipFile(wheel).namelist()
