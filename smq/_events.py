@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ._config import check_int
@@ -35,6 +36,7 @@ EVENT_KINDS = (
 """Every kind of event the scripts record (``e`` in the stream)."""
 MAX_EVENTS_PAGE = 10_000
 """Most events one call of :meth:`Queue.events` returns."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,11 @@ class Event:
     def at(self) -> float:
         """When, in seconds since the epoch (``at_ms / 1000``)."""
         return self.at_ms / 1000
+
+
+def timestamp_of(at_ms: int) -> datetime:
+    """``at_ms`` (ms since the epoch) as an aware UTC datetime, exact to the millisecond."""
+    return _EPOCH + timedelta(milliseconds=at_ms)
 
 
 def read_events(client: Client, keys: QueueKeys, after: str, limit: int) -> list[Event]:
