@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from . import _demo, _dlq, _exporter, _messages, _peek, _queues, _send, _serve, _top, _worker  # noqa: F401
+from . import (  # noqa: F401
+    _analyze,
+    _demo,
+    _dlq,
+    _events,
+    _exporter,
+    _messages,
+    _peek,
+    _queues,
+    _send,
+    _serve,
+    _top,
+    _worker,
+)
 from ._base import main
 
 __all__ = ["main"]
