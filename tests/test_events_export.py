@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from click.testing import CliRunner, Result
 
 import smq
 from conftest import Clock
+from smq._events import timestamp_of
 from smq.cli import main
 from smq.embedded import EmbeddedRedis
 
@@ -199,3 +202,33 @@ def test_analyze_errors_are_one_line(cli: Smq, redis_client: smq.Client, tmp_pat
     no_file = cli("analyze", "--input", str(tmp_path / "none.jsonl"), "--output", str(tmp_path))
     assert no_file.exit_code == 1
     assert no_file.stderr.strip() == f"smq: no such file or folder: {tmp_path / 'none.jsonl'}"
+
+
+def test_the_data_source_events_table_and_the_export_hold_the_same_rows(
+    cli: Smq, redis_client: smq.Client, redis_server: EmbeddedRedis, spark: Any, tmp_path: Path
+) -> None:
+    from smq.spark._event_reader import EVENT_SCHEMA
+
+    clock = Clock(redis_client)
+    jobs = _lifecycle(redis_client, clock, "jobs", [0.5, 1.25])
+    frame = spark.read.format("smq").option("queue", "jobs").option("table", "events")
+    rows = frame.option("url", redis_server.url).load().orderBy("event_id").collect()
+    assert [row.asDict() for row in rows] == [
+        # Spark gives timestamps naive, in the session's time zone (UTC in the tests).
+        {**expected, "at": timestamp_of(expected["at_ms"]).replace(tzinfo=None)}
+        for expected in _expected_rows(jobs)
+    ]
+    export = tmp_path / "jobs.jsonl"
+    assert cli("events", "export", "jobs", "--output", str(export)).exit_code == 0
+    exported = spark.read.schema(EVENT_SCHEMA).json(str(export)).orderBy("event_id").collect()
+    assert exported == rows  # the same columns, types and values, the timestamp too
+
+
+def test_importing_the_cli_imports_no_spark_arrow_or_matplotlib() -> None:
+    code = (
+        "import sys, smq.cli\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow', 'matplotlib'))\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

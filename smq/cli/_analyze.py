@@ -31,11 +31,10 @@ def _spark(master: str) -> Iterator[Any]:
         fail("smq analyze needs PySpark: pip install 'smq[spark]'")
     running = SparkSession.getActiveSession()
     try:
-        spark = spark_session(master, app_name="smq-analyze", **{"spark.ui.showConsoleProgress": "false"})
+        quiet = {"spark.ui.showConsoleProgress": "false", "spark.log.level": "ERROR"}
+        spark = spark_session(master, app_name="smq-analyze", **quiet)
     except JavaNotFound as error:
         fail(str(error))
-    if running is None:
-        spark.sparkContext.setLogLevel("ERROR")
     try:
         yield spark
     finally:
