@@ -48,21 +48,25 @@ def _spark(master: str) -> Iterator[Any]:
     "-i",
     "inputs",
     multiple=True,
+    envvar="SMQ_ANALYZE_INPUT",
     metavar="FILE_OR_DIR",
-    help="Events exported by smq events export (JSON lines or Parquet, files or folders); repeat for more.",
+    help="Events exported by smq events export (JSON lines or Parquet, files or folders); repeat for "
+    "more (env SMQ_ANALYZE_INPUT, separated by spaces).",
 )
 @click.option(
     "--queue",
     "-q",
     "queues",
     multiple=True,
+    envvar="SMQ_ANALYZE_QUEUE",
     metavar="NAME",
-    help="Read this queue's event stream from Redis instead; repeat for more.",
+    help="Read this queue's event stream from Redis instead; repeat for more (env SMQ_ANALYZE_QUEUE).",
 )
 @click.option(
     "--format",
     "file_format",
     type=click.Choice(["auto", "jsonl", "parquet"]),
+    envvar="SMQ_ANALYZE_FORMAT",
     default="auto",
     show_default=True,
     help="Format of the --input files (auto: by name, *.jsonl or *.parquet).",

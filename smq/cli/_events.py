@@ -120,6 +120,7 @@ def _write_parquet(queues: Sequence[Queue], output: str) -> int:
     "--format",
     "file_format",
     type=click.Choice(["jsonl", "parquet"]),
+    envvar="SMQ_EVENTS_EXPORT_FORMAT",
     default=None,
     help="File format [default: parquet for an --output ending in .parquet, else jsonl].",
 )
