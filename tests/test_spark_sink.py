@@ -167,3 +167,29 @@ def test_a_row_the_queue_refuses_fails_the_write_with_the_reason(
     df = spark.range(1).selectExpr("repeat('x', 2000) as body")
     with pytest.raises(Exception, match="queue 'small' refused a row: MessageTooLong"):
         _write(df, "small", redis_client.settings.url)
+
+
+@pytest.mark.parametrize("columns", ["body", "body,tenant"])
+def test_deduplication_ids_follow_content_not_row_order(redis_client: smq.Client, columns: str) -> None:
+    from pyspark.sql import Row
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from smq.spark._options import SourceOptions
+
+    redis_client.create_queue("out")
+    names = columns.split(",")
+    schema = StructType([StructField(name, StringType()) for name in names])
+    options = {"queue": "out", "url": redis_client.settings.url, "writeId": "w1"}
+    if "tenant" in names:
+        options["attributeColumns"] = "tenant"
+    writer = QueueWriter(SourceOptions.parse(options), schema, overwrite=False)
+    rows = [Row(**dict(zip(names, values, strict=False))) for values in (("a", "t"), ("b", "t"), ("a", "t"))]
+
+    def ids(ordered: list[Any], partition: int = 0) -> list[str]:
+        seen: Counter[bytes] = Counter()
+        return [writer._entry(row, partition, seen).deduplication_id or "" for row in ordered]
+
+    first = ids(rows)
+    assert len(set(first)) == 3  # equal rows are still two messages
+    assert sorted(ids(list(reversed(rows)))) == sorted(first)  # another order, the same ids
+    assert set(ids(rows, partition=1)).isdisjoint(first)  # another partition, other ids

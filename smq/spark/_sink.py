@@ -4,8 +4,8 @@ A task that fails halfway, or runs twice (retry, speculation), sends its rows
 again. Each message therefore carries a deduplication id that the same row
 gets in every attempt, and the queue stores each id once within 5 minutes
 (on standard queues too: an smq extension). The id is the SHA-256 of the
-write's id, the partition number, the message's content and how many equal
-messages came before it in the partition: it does not depend on row order,
+write's id, the partition number, a digest of the message's content and how
+many equal messages came before it in the partition: it does not depend on row order,
 which Spark does not promise to repeat after a shuffle. It does depend on the
 partition holding the same rows each attempt, as Spark's retries guarantee
 for deterministic input.
@@ -69,6 +69,10 @@ class QueueWriter(DataSourceWriter):
         self.group_column = options.group_column if options.group_column in fields else None
         self.dedup_column = options.deduplication_column if options.deduplication_column in fields else None
         self.delay_column = options.delay_column if options.delay_column in fields else None
+        # Every row of such a write is a body alone, so the body alone can name it.
+        self.body_only = not (
+            self.map_column or options.attribute_columns or self.group_column or self.delay_column
+        )
         if self.fifo and self.group_column is None:
             raise InvalidParameter(
                 f"queue {options.queue!r} is a FIFO queue: the rows need a {options.group_column!r} column"
@@ -82,7 +86,7 @@ class QueueWriter(DataSourceWriter):
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
-        seen: Counter[str] = Counter()
+        seen: Counter[bytes] = Counter()
         sent = duplicates = 0
         with Client(settings=self.options.settings) as client:
             queue = client.queue(self.options.queue)
@@ -124,7 +128,7 @@ class QueueWriter(DataSourceWriter):
 
     # -- one row ----------------------------------------------------------------------
 
-    def _entry(self, row: Any, partition: int, seen: Counter[str]) -> SendEntry:
+    def _entry(self, row: Any, partition: int, seen: Counter[bytes]) -> SendEntry:
         body = row[self.options.body_column]
         if body is None:
             raise SinkError(f"a row has a null {self.options.body_column!r}: a message needs a body")
@@ -139,12 +143,16 @@ class QueueWriter(DataSourceWriter):
         delay = row[self.delay_column] if self.delay_column else None
         dedup = row[self.dedup_column] if self.dedup_column else None
         if dedup is None and self.options.deduplicate:
-            content = json.dumps(
-                [body, sorted((k, str(v)) for k, v in attributes.items()), group, delay], ensure_ascii=False
-            )
-            seen[content] += 1
-            key = f"{self.write_id}\n{partition}\n{seen[content]}\n{content}"
-            dedup = hashlib.sha256(key.encode()).hexdigest()
+            if self.body_only:
+                content = body.encode()
+            else:
+                fields = [body, sorted((k, str(v)) for k, v in attributes.items()), group, delay]
+                content = json.dumps(fields, ensure_ascii=False).encode()
+            # Count equal messages by a short digest: a task keeps one per distinct message.
+            digest = hashlib.blake2b(content, digest_size=16).digest()
+            seen[digest] += 1
+            key = b"%s\n%d\n%d\n%s" % (self.write_id.encode(), partition, seen[digest], digest)
+            dedup = hashlib.sha256(key).hexdigest()
         return SendEntry("0", body, delay, attributes or None, group, dedup)
 
     def _send(self, queue: Queue, batch: list[SendEntry]) -> tuple[int, int]:
