@@ -163,3 +163,69 @@ def test_a_failed_query_leaves_its_batch_to_come_back_after_the_timeout(
     info = queue.attributes()
     assert (info.visible, info.in_flight, info.counters.get("deleted", 0)) == (50, 0, 0)
     assert time.monotonic() - failed_at < 3 + 2
+
+
+def _collecting_query(
+    spark: Any, url: str, queue: str, checkpoint: Path, seen: list[Any], **options: str
+) -> Any:
+    def each(batch: Any, batch_id: int) -> None:
+        seen.extend(batch.collect())
+
+    stream = spark.readStream.format("smq").option("url", url).option("queue", queue)
+    for key, value in options.items():
+        stream = stream.option(key, value)
+    return stream.load().writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint))
+
+
+def test_available_now_takes_what_was_visible_and_ends(
+    spark: Any, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    queue = redis_client.create_queue("jobs")
+    for start in range(0, 120, 10):
+        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+    seen: list[Any] = []
+    query = _collecting_query(
+        spark, redis_client.settings.url, "jobs", tmp_path / "ck", seen, maxMessagesPerBatch="50"
+    ).trigger(availableNow=True)
+    query.start().awaitTermination(120)
+    assert sorted(row.body for row in seen) == sorted(f"m-{n}" for n in range(120))
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters["deleted"]) == (0, 0, 120)
+
+
+def test_a_fifo_stream_keeps_each_group_in_order_within_a_partition(
+    spark: Any, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    from pyspark.sql.functions import spark_partition_id
+
+    queue = redis_client.create_queue("jobs.fifo", content_based_deduplication=True)
+    for start in range(0, 60, 10):
+        queue.send_batch(
+            [smq.SendEntry(f"e{n}", f"m-{n}", message_group_id=f"g{n % 4}") for n in range(start, start + 10)]
+        )
+    seen: list[Any] = []
+
+    def each(batch: Any, batch_id: int) -> None:
+        seen.extend(batch.withColumn("part", spark_partition_id()).collect())
+
+    stream = (
+        spark.readStream.format("smq")
+        .option("url", redis_client.settings.url)
+        .option("queue", "jobs.fifo")
+        .option("numPartitions", "3")
+        .load()
+    )
+    query = (
+        stream.writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    by_group: dict[str, list[str]] = {}
+    parts: dict[str, set[int]] = {}
+    for row in seen:
+        by_group.setdefault(row.message_group_id, []).append(row.body)
+        parts.setdefault(row.message_group_id, set()).add(row.part)
+    assert by_group == {f"g{g}": [f"m-{n}" for n in range(g, 60, 4)] for g in range(4)}
+    assert all(len(p) == 1 for p in parts.values())  # a group's messages stay in one partition

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,7 +128,14 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         if not messages:
             return []
         count = min(self.options.num_partitions, len(messages))
-        return [RowsPartition([message_row(m) for m in messages[i::count]]) for i in range(count)]
+        parts: list[list[tuple[Any, ...]]] = [[] for _ in range(count)]
+        for n, message in enumerate(messages):
+            # A FIFO group's messages stay together, in order, in one partition.
+            group = message.message_group_id
+            parts[zlib.crc32(group.encode()) % count if group is not None else n % count].append(
+                message_row(message)
+            )
+        return [RowsPartition(rows) for rows in parts if rows]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, RowsPartition)
