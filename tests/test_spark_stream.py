@@ -57,6 +57,14 @@ def _done(out: Path) -> list[tuple[int, str]]:
     ]
 
 
+def _query(spark: Any, client: smq.Client, queue: str, checkpoint: Path, each: Any, **options: str) -> Any:
+    """A streaming query's writer over ``queue`` into ``each`` (foreachBatch), not yet started."""
+    stream = spark.readStream.format("smq").option("url", client.settings.url).option("queue", queue)
+    for key, value in options.items():
+        stream = stream.option(key, value)
+    return stream.load().writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint))
+
+
 def test_a_query_killed_before_its_commit_gets_its_messages_again(
     redis_client: smq.Client, tmp_path: Path
 ) -> None:
@@ -87,8 +95,7 @@ def test_a_clean_run_processes_each_message_once_and_hides_it_until_committed(
 ) -> None:
     queue = redis_client.create_queue("jobs")
     sent = {queue.send(f"m-{n}").message_id for n in range(300)}
-    url = redis_client.settings.url
-    rival = smq.Client(url).get_queue("jobs")
+    rival = smq.Client(redis_client.settings.url).get_queue("jobs")
     seen: list[str] = []
     taken: list[smq.Message] = []
 
@@ -102,20 +109,9 @@ def test_a_clean_run_processes_each_message_once_and_hides_it_until_committed(
                 time.sleep(0.5)
         seen.extend(ids)
 
-    stream = (
-        spark.readStream.format("smq")
-        .option("url", url)
-        .option("queue", "jobs")
-        .option("visibilityTimeout", "1")
-        .option("maxMessagesPerBatch", "100")
-        .load()
-    )
-    query = (
-        stream.writeStream.foreachBatch(each)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    options = {"visibilityTimeout": "1", "maxMessagesPerBatch": "100"}
+    query = _query(spark, redis_client, "jobs", tmp_path / "ck", each, **options)
+    query = query.trigger(processingTime="200 milliseconds").start()
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -144,14 +140,7 @@ def test_a_failed_query_leaves_its_batch_to_come_back_after_the_timeout(
         if batch.count():
             raise RuntimeError("the sink failed")
 
-    stream = spark.readStream.format("smq").option("url", redis_client.settings.url).option("queue", "jobs")
-    query = (
-        stream.option("visibilityTimeout", "3")
-        .load()
-        .writeStream.foreachBatch(each)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .start()
-    )
+    query = _query(spark, redis_client, "jobs", tmp_path / "ck", each, visibilityTimeout="3").start()
     with pytest.raises(Exception, match="the sink failed"):
         query.awaitTermination(120)
     failed_at = time.monotonic()
@@ -165,18 +154,6 @@ def test_a_failed_query_leaves_its_batch_to_come_back_after_the_timeout(
     assert time.monotonic() - failed_at < 3 + 2
 
 
-def _collecting_query(
-    spark: Any, url: str, queue: str, checkpoint: Path, seen: list[Any], **options: str
-) -> Any:
-    def each(batch: Any, batch_id: int) -> None:
-        seen.extend(batch.collect())
-
-    stream = spark.readStream.format("smq").option("url", url).option("queue", queue)
-    for key, value in options.items():
-        stream = stream.option(key, value)
-    return stream.load().writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint))
-
-
 def test_available_now_takes_what_was_visible_and_ends(
     spark: Any, redis_client: smq.Client, tmp_path: Path
 ) -> None:
@@ -184,10 +161,12 @@ def test_available_now_takes_what_was_visible_and_ends(
     for start in range(0, 120, 10):
         queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
     seen: list[Any] = []
-    query = _collecting_query(
-        spark, redis_client.settings.url, "jobs", tmp_path / "ck", seen, maxMessagesPerBatch="50"
-    ).trigger(availableNow=True)
-    query.start().awaitTermination(120)
+
+    def each(batch: Any, batch_id: int) -> None:
+        seen.extend(batch.collect())
+
+    query = _query(spark, redis_client, "jobs", tmp_path / "ck", each, maxMessagesPerBatch="50")
+    query.trigger(availableNow=True).start().awaitTermination(120)
     assert sorted(row.body for row in seen) == sorted(f"m-{n}" for n in range(120))
     info = queue.attributes()
     assert (info.visible, info.in_flight, info.counters["deleted"]) == (0, 0, 120)
@@ -208,20 +187,8 @@ def test_a_fifo_stream_keeps_each_group_in_order_within_a_partition(
     def each(batch: Any, batch_id: int) -> None:
         seen.extend(batch.withColumn("part", spark_partition_id()).collect())
 
-    stream = (
-        spark.readStream.format("smq")
-        .option("url", redis_client.settings.url)
-        .option("queue", "jobs.fifo")
-        .option("numPartitions", "3")
-        .load()
-    )
-    query = (
-        stream.writeStream.foreachBatch(each)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
+    query = _query(spark, redis_client, "jobs.fifo", tmp_path / "ck", each, numPartitions="3")
+    query.trigger(availableNow=True).start().awaitTermination(120)
     by_group: dict[str, list[str]] = {}
     parts: dict[str, set[int]] = {}
     for row in seen:
