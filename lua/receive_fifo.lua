@@ -151,7 +151,10 @@ if attempt_id ~= '' then
       local reply = {OK, -1, 0, wait_ms, 0, old_token}
       for i = 1, #held do
         local s = held_states[i]
-        redis.call('ZADD', inflight, 'XX', math.min(now + visibility_ms, s[3] + CEILING_MS), held[i])
+        local expiry = math.min(now + visibility_ms, s[3] + CEILING_MS)
+        redis.call('ZADD', inflight, 'XX', expiry, held[i])
+        -- The retry restarts the receipt's timeout: a change, as the event stream tells it.
+        emit(events, events_max, now, 'visibility_changed', held[i], s[1], expiry - now)
         reply[#reply + 1] = held[i]
         reply[#reply + 1] = records[i]
         reply[#reply + 1] = s[1]

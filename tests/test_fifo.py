@@ -320,6 +320,20 @@ def test_a_repeated_attempt_id_returns_the_same_messages_and_receipts(
     assert queue.attributes().in_flight == 1
 
 
+def test_a_repeated_attempt_records_the_restarted_timeout_as_a_visibility_change(
+    client: smq.Client, clock: Clock
+) -> None:
+    queue = _fifo(client, visibility_timeout=30, event_stream_max_len=100)
+    _send_all(queue, "a1")
+    (first,) = queue.receive(1, attempt_id="try-1")
+    clock.advance(20)
+    queue.receive(1, attempt_id="try-1")
+    changes = [e for e in queue.events() if e.kind == "visibility_changed"]
+    assert [(e.message_id, e.receive_count, e.extra, e.at_ms) for e in changes] == [
+        (first.message_id, 1, "30000", clock.now_ms)
+    ]
+
+
 def test_an_attempt_id_gets_new_messages_once_its_own_are_done_or_lapsed(
     client: smq.Client, clock: Clock
 ) -> None:
