@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .._client import Client
-from .._errors import SmqError
+from .._errors import SmqError, VisibilityCeilingExceeded
 from .._message import ChangeEntry, DeleteEntry, Message
 from .._queue import Queue
 from ._options import SourceOptions
@@ -201,13 +201,22 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         return messages
 
     def _change(self, messages: list[Message], timeout: int) -> list[Message]:
-        """Set ``timeout`` on ``messages``; return those whose receipt no longer holds them."""
+        """Set ``timeout`` on ``messages``; return those whose receipt no longer holds them.
+
+        A message at its 12-hour ceiling cannot be extended further but is still
+        held until then: it stays in its batch, and a commit before the ceiling
+        still deletes it.
+        """
         lost: list[Message] = []
         for chunk in _chunks(messages):
             result = self._queue().change_visibility_batch(
                 [ChangeEntry(str(i), m.receipt_handle, timeout) for i, m in enumerate(chunk)]
             )
-            lost += [chunk[int(failure.id)] for failure in result.failed]
+            for failure in result.failed:
+                if failure.code == VisibilityCeilingExceeded.__name__:
+                    log.warning("smq: a micro-batch message reached its 12-hour ceiling: %s", failure.message)
+                else:
+                    lost.append(chunk[int(failure.id)])
         return lost
 
     def _start_heartbeat(self) -> None:
