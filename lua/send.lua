@@ -46,8 +46,12 @@ local events_max = tonumber(settings[3]) or 0
 
 -- Validate every entry before the first write.
 local delays = {}
+local deduplicating = false
 for i = 1, count do
   local base = 5 * i - 1
+  if ARGV[base + 4] ~= '' then
+    deduplicating = true
+  end
   local delay = int_arg(ARGV[base + 1], -1, 900000)
   local size = int_arg(ARGV[base + 2], 0, 1073741824)
   if delay == nil or size == nil then
@@ -63,12 +67,6 @@ local reply = {OK}
 local records = {}
 local now_visible = {}
 local sent, duplicates = 0, 0
-local deduplicating = false
-for i = 1, count do
-  if ARGV[5 * i + 3] ~= '' then
-    deduplicating = true
-  end
-end
 if deduplicating then
   trim_dedup(dedup, dedup_at, now)
 end

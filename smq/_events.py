@@ -8,7 +8,7 @@ message's life. Reading it is one ``XRANGE`` per page: read-only, bounded by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -20,6 +20,7 @@ from ._scripts import text
 
 if TYPE_CHECKING:
     from ._client import Client
+    from ._queue import Queue
 
 EVENT_KINDS = (
     "sent",
@@ -94,6 +95,18 @@ def read_events(client: Client, keys: QueueKeys, after: str, limit: int) -> list
     if not entries and not client.queue_exists(keys.name):
         raise QueueDoesNotExist(f"queue {keys.name!r} does not exist")
     return [_event(keys.name, entry_id, fields) for entry_id, fields in entries]
+
+
+def event_pages(queue: Queue, size: int = MAX_EVENTS_PAGE) -> Iterator[list[Event]]:
+    """All of ``queue``'s kept events, oldest first, in non-empty pages of up to ``size``."""
+    after = "-"
+    while True:
+        page = queue.events(after=after, limit=size)
+        if page:
+            yield page
+        if len(page) < size:
+            return
+        after = page[-1].event_id
 
 
 def _is_position(after: str) -> bool:

@@ -168,3 +168,13 @@ def test_no_script_scans_the_groups_of_a_fifo_queue(name: str) -> None:
                 assert "'LIMIT'" in rest, f"{command} on {key} without LIMIT"
             if command in ("LRANGE", "ZRANGE"):
                 assert "-1" not in rest, f"{command} on {key} to the end"
+
+
+def test_the_event_kinds_python_knows_are_the_ones_the_scripts_emit() -> None:
+    from smq._events import EVENT_KINDS
+
+    emitted = set()
+    for path in LUA.rglob("*.lua"):
+        # emit(events, events_max, now, '<kind>', ...): the kind is the first quoted argument.
+        emitted |= set(re.findall(r"\bemit\([^'\n]*'(\w+)'", path.read_text()))
+    assert emitted == set(EVENT_KINDS)

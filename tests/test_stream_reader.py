@@ -55,7 +55,7 @@ def test_the_heartbeat_drops_lost_leases_but_keeps_messages_at_their_ceiling(
     _send(queue, 2)
     reader = _reader(client, queue, visibilityTimeout="30")
     end = reader.latestOffset(reader.initialOffset(), None)
-    held = reader._batches[end["batch"]].messages
+    held = reader._batches[end["batch"]]
     # One message's lease runs out and another receive takes it; the other is
     # kept in flight for almost 12 hours.
     queue.change_visibility(held[1].receipt_handle, 43_200 - 5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +115,7 @@ def analyze(
         if file_format == "auto":
             event_file_format(path)
     url = None
-    with open_client(redis_url, cluster, data_dir) if queues else _nothing() as client:
+    with open_client(redis_url, cluster, data_dir) if queues else nullcontext() as client:
         if client is not None:
             for name in queues:
                 client.get_queue(name)  # a missing queue fails here, in one line
@@ -147,8 +147,3 @@ def analyze(
     else:
         print_table(*summary(reports))
     click.echo(f"smq: report in {output / 'report.md'}", err=True)
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield None

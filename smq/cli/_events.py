@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import click
 
-from .._events import Event, timestamp_of
+from .._events import Event, event_pages, timestamp_of
 from .._queue import Queue
 from ._base import fail, main
 from ._connect import open_client, redis_options
@@ -29,17 +29,6 @@ PAGE = 5000
 @main.group()
 def events() -> None:
     """Lifecycle event streams of queues (those with --event-stream-max-len set)."""
-
-
-def _pages(queue: Queue) -> Iterator[list[Event]]:
-    after = "-"
-    while True:
-        page = queue.events(after=after, limit=PAGE)
-        if page:
-            yield page
-        if len(page) < PAGE:
-            return
-        after = page[-1].event_id
 
 
 def event_json(event: Event) -> dict[str, Any]:
@@ -69,7 +58,7 @@ def _write_jsonl(queues: Sequence[Queue], output: str) -> int:
     written = 0
     with _text_output(output) as handle:
         for queue in queues:
-            for page in _pages(queue):
+            for page in event_pages(queue, PAGE):
                 handle.write("".join(json.dumps(event_json(e), ensure_ascii=False) + "\n" for e in page))
                 written += len(page)
     return written
@@ -98,7 +87,7 @@ def _write_parquet(queues: Sequence[Queue], output: str) -> int:
     written = 0
     with pq.ParquetWriter(output, schema) as writer:
         for queue in queues:
-            for page in _pages(queue):
+            for page in event_pages(queue, PAGE):
                 columns = {
                     "queue": [e.queue for e in page],
                     "event_id": [e.event_id for e in page],

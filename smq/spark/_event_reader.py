@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .._events import timestamp_of
+from .._events import event_pages, timestamp_of
 from ._options import SourceOptions
 
 EVENT_SCHEMA = (
@@ -41,10 +41,7 @@ class EventReader(DataSourceReader):
         from .._client import Client
 
         with Client(settings=self.options.settings) as client:
-            queue = client.queue(self.options.queue)
-            after = "-"
-            while True:
-                page = queue.events(after=after, limit=PAGE)
+            for page in event_pages(client.queue(self.options.queue), PAGE):
                 for event in page:
                     yield (
                         event.queue,
@@ -56,6 +53,3 @@ class EventReader(DataSourceReader):
                         timestamp_of(event.at_ms),
                         event.extra,
                     )
-                if len(page) < PAGE:
-                    return
-                after = page[-1].event_id

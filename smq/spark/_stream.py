@@ -51,12 +51,6 @@ class RowsPartition(InputPartition):
     rows: list[tuple[Any, ...]] = field(default_factory=list)
 
 
-@dataclass
-class _Batch:
-    messages: list[Message]
-    received_at: float = field(default_factory=time.monotonic)
-
-
 class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
     """Receives micro-batches from one queue; deletes a batch when Spark commits it."""
 
@@ -73,7 +67,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._setup()
 
     def _setup(self) -> None:
-        self._batches: dict[int, _Batch] = {}
+        self._batches: dict[int, list[Message]] = {}  # batch -> messages not yet committed
         self._lock = threading.Lock()
         self._last = int(time.time() * 1000)  # above any batch number of an earlier run
         self._budget: int | None = None  # Trigger.AvailableNow: messages left to take
@@ -81,7 +75,6 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._held: Queue | None = None
         self._stopping = threading.Event()
         self._heartbeat: threading.Thread | None = None
-        self.lost = 0  # leases the heartbeat found taken by another receive
 
     # -- Spark's calls, on the driver --------------------------------------------------
 
@@ -100,7 +93,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         previous = max(self._last, (start or {}).get("batch", 0))
         if not messages:
             with self._lock:
-                waiting = any(held.messages for held in self._batches.values())
+                waiting = any(self._batches.values())
             if not waiting:
                 return {"batch": previous}
             # Spark commits a batch only when it plans the next one. An empty
@@ -112,7 +105,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             self._budget -= len(messages)
         batch = previous + 1
         with self._lock:
-            self._batches[batch] = _Batch(messages)
+            self._batches[batch] = messages
         self._last = batch
         self._start_heartbeat()
         return {"batch": batch}
@@ -123,7 +116,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 message
                 for batch, held in sorted(self._batches.items())
                 if start["batch"] < batch <= end["batch"]
-                for message in held.messages
+                for message in held
             ]
         if not messages:
             return []
@@ -145,7 +138,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         """Spark has committed every batch up to ``end``: delete their messages."""
         with self._lock:
             done = [batch for batch in self._batches if batch <= end["batch"]]
-            messages = [m for batch in done for m in self._batches.pop(batch).messages]
+            messages = [m for batch in done for m in self._batches.pop(batch)]
         for chunk in _chunks(messages):
             result = self._queue().delete_batch(
                 [DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(chunk)]
@@ -168,7 +161,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         """
         self._stopping.set()
         with self._lock:
-            messages = [m for held in self._batches.values() for m in held.messages]
+            messages = [m for held in self._batches.values() for m in held]
             self._batches.clear()
         try:
             self._change(messages, 0)
@@ -229,23 +222,24 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         interval = max(0.2, self.options.visibility_timeout / 3)
         while not self._stopping.wait(interval):
             with self._lock:
-                held = [(batch, m) for batch, b in self._batches.items() for m in b.messages]
+                held = [m for messages in self._batches.values() for m in messages]
             try:
-                lost = self._change([m for _, m in held], self.options.visibility_timeout)
+                lost = self._change(held, self.options.visibility_timeout)
             except SmqError as error:  # Redis away: try again next beat
                 log.warning("smq: heartbeat failed: %s", error)
                 continue
             if lost:
                 # Another receive holds them now (this lease ran out first): the
                 # batch still carries them, so they will be processed twice.
-                self.lost += len(lost)
                 log.warning(
                     "smq: %d in-flight messages of a micro-batch were taken by another receive", len(lost)
                 )
                 gone = {m.receipt_handle for m in lost}
                 with self._lock:
-                    for batch in self._batches.values():
-                        batch.messages = [m for m in batch.messages if m.receipt_handle not in gone]
+                    self._batches = {
+                        batch: [m for m in messages if m.receipt_handle not in gone]
+                        for batch, messages in self._batches.items()
+                    }
 
 
 def _chunks(messages: list[Message]) -> Iterator[list[Message]]:
