@@ -29,7 +29,7 @@ from pyspark.sql.types import MapType, StringType, StructType
 from .._batch import MAX_BATCH, MAX_BATCH_BYTES
 from .._client import Client
 from .._errors import InvalidParameter, SmqError
-from .._message import AttributeValue, SendEntry
+from .._message import AttributeValue, SendEntry, attributes_size, to_attributes
 from .._queue import Queue
 from ._options import SourceOptions
 
@@ -171,9 +171,8 @@ class QueueWriter(DataSourceWriter):
 
 
 def _size(entry: SendEntry) -> int:
-    """At least the bytes SQS would count for ``entry`` (attribute types at their longest)."""
-    attributes = entry.attributes or {}
-    return len(entry.body.encode()) + sum(len(k) + 20 + len(str(v).encode()) for k, v in attributes.items())
+    """The bytes ``entry`` counts toward a batch's size, as the queue counts them."""
+    return len(entry.body.encode()) + attributes_size(to_attributes(entry.attributes))
 
 
 def _attribute(value: Any) -> AttributeValue | None:
