@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from redis.cluster import RedisCluster
 
 import smq
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
+from worker_support import Running
 
 
 @pytest.fixture(scope="session")
@@ -209,3 +210,20 @@ def spark() -> Iterator[Any]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[[smq.Worker], Running]]:
+    """Start workers on threads of the test; any still running at the end stop at once."""
+    started: list[Running] = []
+
+    def start(worker: smq.Worker) -> Running:
+        run = Running(worker)
+        started.append(run)
+        return run
+
+    yield start
+    for run in started:
+        if run.thread.is_alive():
+            run.worker.stop(now=True)
+            run.thread.join(30)

@@ -7,7 +7,7 @@ import queue as queues
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ import smq
 from smq.cli import main
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
 from smq.worker import load_handler
-from worker_support import wait_for
+from worker_support import Running, wait_for
 
 
 class CountingQueue(smq.Queue):
@@ -33,44 +33,6 @@ class CountingQueue(smq.Queue):
     def change_visibility_batch(self, entries: Sequence[smq.ChangeEntry]) -> smq.BatchResult[str]:
         self.batches.append([entry.visibility_timeout for entry in entries])
         return super().change_visibility_batch(entries)
-
-
-class Running:
-    """A worker run on a thread of the test, stopped (and joined) at the end."""
-
-    def __init__(self, worker: smq.Worker) -> None:
-        self.worker = worker
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        wait_for(lambda: worker._keeper is not None or self.error, 10, "the worker to start")
-
-    def _run(self) -> None:
-        try:
-            self.worker.run(install_signal_handlers=False)
-        except BaseException as error:
-            self.error = error
-
-    def stop(self) -> None:
-        self.worker.stop()
-        self.thread.join(30)
-        assert not self.thread.is_alive()
-
-
-@pytest.fixture
-def running() -> Iterator[Callable[[smq.Worker], Running]]:
-    started: list[Running] = []
-
-    def start(worker: smq.Worker) -> Running:
-        run = Running(worker)
-        started.append(run)
-        return run
-
-    yield start
-    for run in started:
-        if run.thread.is_alive():
-            run.worker.stop(now=True)
-            run.thread.join(30)
 
 
 def _metric(worker: smq.Worker, name: str, **labels: str) -> float:

@@ -9,53 +9,14 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import smq
 from smq.embedded import EmbeddedRedis
-from worker_support import WorkerProcess, body, events, wait_for
-
-
-class Running:
-    """A worker run on a thread of the test, stopped (and joined) at the end."""
-
-    def __init__(self, worker: smq.Worker) -> None:
-        self.worker = worker
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        wait_for(lambda: worker._keeper is not None or self.error, 10, "the worker to start")
-
-    def _run(self) -> None:
-        try:
-            self.worker.run(install_signal_handlers=False)
-        except BaseException as error:
-            self.error = error
-
-    def stop(self) -> None:
-        self.worker.stop()
-        self.thread.join(30)
-        assert not self.thread.is_alive()
-        assert self.error is None
-
-
-@pytest.fixture
-def running() -> Iterator[Callable[[smq.Worker], Running]]:
-    started: list[Running] = []
-
-    def start(worker: smq.Worker) -> Running:
-        run = Running(worker)
-        started.append(run)
-        return run
-
-    yield start
-    for run in started:
-        if run.thread.is_alive():
-            run.worker.stop(now=True)
-            run.thread.join(30)
+from worker_support import Running, WorkerProcess, body, events, wait_for
 
 
 class Journal:

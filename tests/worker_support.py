@@ -12,10 +12,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import smq
 
 HANDLERS = """
 import json, os, time
@@ -116,3 +119,26 @@ def events(log_path: Path) -> list[dict[str, Any]]:
     if not log_path.exists():
         return []
     return [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+
+
+class Running:
+    """A worker run on a thread of the test, stopped (and joined) at the end."""
+
+    def __init__(self, worker: smq.Worker) -> None:
+        self.worker = worker
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        wait_for(lambda: worker._keeper is not None or self.error, 10, "the worker to start")
+
+    def _run(self) -> None:
+        try:
+            self.worker.run(install_signal_handlers=False)
+        except BaseException as error:
+            self.error = error
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+        assert self.error is None
