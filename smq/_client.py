@@ -57,14 +57,16 @@ def _no_retries() -> Retry:
 
 def connect(settings: Settings) -> Any:
     """A redis-py client for ``settings``, with retries off and timeouts set."""
+    url = settings.resolved().url
+    assert url is not None
     options: dict[str, Any] = dict(
         retry=_no_retries(),
         socket_timeout=settings.socket_timeout,
         socket_connect_timeout=settings.connect_timeout,
     )
     if settings.cluster:
-        return RedisCluster.from_url(settings.url, max_connections=settings.max_connections, **options)
-    return redis.Redis.from_url(settings.url, max_connections=settings.max_connections, **options)
+        return RedisCluster.from_url(url, max_connections=settings.max_connections, **options)
+    return redis.Redis.from_url(url, max_connections=settings.max_connections, **options)
 
 
 class Client:
@@ -82,22 +84,30 @@ class Client:
 
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Settings | None = None,
         *,
         settings: Settings | None = None,
         redis_client: Any = None,
     ) -> None:
         """Connect by ``url`` or ``settings``, or wrap an existing redis-py client.
 
-        ``redis_client`` (a ``redis.Redis`` or ``redis.cluster.RedisCluster``)
-        must not decode responses; give it no retries and explicit timeouts
-        (see :func:`connect`), as smq does for the clients it makes.
+        ``url`` may also be a :class:`Settings`. With neither, the client uses
+        ``$SMQ_REDIS_URL``, else the embedded server that ``smq serve`` runs
+        in ``.smq`` (see :class:`Settings`). ``redis_client`` (a
+        ``redis.Redis`` or ``redis.cluster.RedisCluster``) must not decode
+        responses; give it no retries and explicit timeouts (see
+        :func:`connect`), as smq does for the clients it makes.
         """
+        if isinstance(url, Settings):
+            if settings is not None:
+                raise TypeError("pass either url or settings, not both")
+            url, settings = None, url
         if settings is None:
-            settings = Settings(url=url) if url else Settings()
+            settings = Settings(url=url)
         elif url:
             raise TypeError("pass either url or settings, not both")
-        self.settings = settings
+        self._embedded_default = settings.uses_embedded and redis_client is None
+        self.settings = settings.resolved()
         if redis_client is not None and _decodes_responses(redis_client):
             raise TypeError("smq needs a redis client made with decode_responses=False (the default)")
         self._redis = redis_client if redis_client is not None else connect(settings)
@@ -346,7 +356,16 @@ class Client:
         if self.settings.allow_eviction:
             self._checked = True
             return
-        for health in self.redis_health():
+        try:
+            healths = self.redis_health()
+        except BackendError as error:
+            if self._embedded_default and isinstance(error.__cause__, RedisConnectionError):
+                raise BackendError(
+                    f"no Redis URL given, and no embedded server answers at {self.settings.url}: "
+                    "start one with `smq serve` in this folder, or pass a URL (or set SMQ_REDIS_URL)"
+                ) from error
+            raise
+        for health in healths:
             policy = health.maxmemory_policy
             if policy != "noeviction":
                 raise UnsafeRedisConfig(

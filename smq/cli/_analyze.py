@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from .._version import install_hint
 from ._base import fail, main
 from ._connect import open_client, redis_options
 from ._output import json_option, print_json, print_table
@@ -28,7 +29,7 @@ def _spark(master: str) -> Iterator[Any]:
 
         from ..spark import JavaNotFound, spark_session
     except ImportError:
-        fail("smq analyze needs PySpark: pip install 'smq[spark]'")
+        fail(f"smq analyze needs PySpark: {install_hint('spark')}")
     running = SparkSession.getActiveSession()
     try:
         quiet = {"spark.ui.showConsoleProgress": "false", "spark.log.level": "ERROR"}
@@ -108,7 +109,7 @@ def analyze(
         from ..spark._analyze import event_file_format, run_job
         from ..spark._report import summary
     except ImportError:
-        fail("smq analyze needs PySpark: pip install 'smq[spark]'")
+        fail(f"smq analyze needs PySpark: {install_hint('spark')}")
     for path in inputs:  # before Spark starts: a typo costs no JVM
         if "://" not in path and not Path(path).exists():
             fail(f"no such file or folder: {path}")

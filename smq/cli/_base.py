@@ -16,6 +16,7 @@ import click
 from redis.exceptions import RedisError
 
 from .._errors import SmqError
+from .._version import DISTRIBUTION, __version__
 
 _REPORTED = (SmqError, RedisError, OSError)
 
@@ -50,6 +51,9 @@ class SmqGroup(click.Group):
 @click.group(
     cls=SmqGroup,
     context_settings={"auto_envvar_prefix": "SMQ", "help_option_names": ["-h", "--help"]},
+)
+@click.version_option(
+    __version__, "-V", "--version", prog_name="smq", message=f"%(prog)s %(version)s ({DISTRIBUTION} on PyPI)"
 )
 @click.option(
     "-v",

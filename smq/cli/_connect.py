@@ -18,9 +18,17 @@ from ._base import fail
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_SERVER_KEY = "smq.redis_server"
+
+
+def _remember_server(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    ctx.meta[_SERVER_KEY] = value
+
+
 def redis_options(command: F) -> F:
     """Add ``--redis-url``, ``--cluster`` and ``--data-dir`` (keywords ``redis_url``, ``cluster``,
-    ``data_dir``) to a command; pass them to :func:`open_client`."""
+    ``data_dir``) to a command; pass them to :func:`open_client`. ``--redis-server`` (the binary
+    of an embedded server this command may start) reaches :func:`redis_for` through the context."""
     options = [
         click.option(
             "--redis-url",
@@ -43,6 +51,16 @@ def redis_options(command: F) -> F:
             show_default=True,
             type=click.Path(file_okay=False, path_type=Path),
             help="Folder of the embedded Redis, as smq serve uses it (env SMQ_DATA_DIR).",
+        ),
+        click.option(
+            "--redis-server",
+            envvar="SMQ_REDIS_SERVER",
+            default=None,
+            metavar="PATH",
+            expose_value=False,
+            callback=_remember_server,
+            help="Server binary to start when no Redis runs in --data-dir (env SMQ_REDIS_SERVER); "
+            "default: the embedded Valkey of smq-redis[embedded]. A redis-server on PATH is used only if named.",
         ),
     ]
     for option in reversed(options):
@@ -113,21 +131,31 @@ def redis_for(
         yield from _embedded(directory, long_running, lambda: fcntl.flock(lock, fcntl.LOCK_UN))
 
 
+def chosen_server() -> str | None:
+    """The ``--redis-server`` of the running command (or ``SMQ_REDIS_SERVER``), if any."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_SERVER_KEY) if ctx is not None else None
+
+
 def _embedded(directory: Path, long_running: bool, unlock: Callable[[], None]) -> Iterator[str]:
-    from ..embedded import EmbeddedRedis
+    from ..embedded import EmbeddedRedis, server_identity
 
     try:
-        server = EmbeddedRedis(directory)
+        server = EmbeddedRedis(directory, server=chosen_server())
     except FileNotFoundError as error:
         fail(str(error))
+    try:
+        what = str(server_identity(server.server))
+    except RuntimeError as error:
+        fail(" ".join(str(error).split()))
     if long_running:
-        said = "started one; other smq commands use it until this one stops"
+        said = f"starting {what}; other smq commands use it until this one stops"
     else:
-        said = "started one for this command (smq serve keeps one running; --redis-url picks another)"
+        said = f"starting {what} for this command (smq serve keeps one running; --redis-url picks another)"
     click.echo(f"smq: no Redis runs in {server.directory}: {said}", err=True)
     try:
         server.start()
-    except RuntimeError as error:
+    except RuntimeError as error:  # ServerMismatch included: one line naming both servers
         fail(" ".join(str(error).split()))
     try:
         if long_running:

@@ -10,36 +10,23 @@ import click
 
 from .._client import Client
 from .._errors import SmqError
-from .._settings import Settings
 from ._base import fail as _fail
 from ._base import main
+from ._connect import open_client, redis_options
 
 
 @main.command()
-@click.option("--redis-url", default=None, help="Redis to use; default: start an embedded one.")
-@click.option(
-    "--data-dir",
-    default=".smq",
-    show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder of the embedded Redis (AOF data, socket, log).",
-)
+@redis_options
 @click.option("--visibility-timeout", default=2, show_default=True, type=click.IntRange(1, 60))
-def demo(redis_url: str | None, data_dir: Path, visibility_timeout: int) -> None:
-    """Show the visibility timeout at work on a small queue."""
-    if redis_url:
-        _run_demo(Client(settings=Settings(url=redis_url)), visibility_timeout)
-        return
-    from ..embedded import EmbeddedRedis
+def demo(redis_url: str | None, cluster: bool, data_dir: Path, visibility_timeout: int) -> None:
+    """Show the visibility timeout at work on a small queue.
 
-    try:
-        server = EmbeddedRedis(data_dir / "redis")
-    except FileNotFoundError as error:
-        _fail(str(error))
-    click.echo(f"starting embedded Redis ({server.server}), data in {server.directory}")
-    with server:
-        with Client(settings=Settings(url=server.url)) as client:
-            _run_demo(client, visibility_timeout)
+    Uses the Redis of --redis-url, else the embedded one in --data-dir (the
+    one smq serve runs, if it runs), as every smq command does.
+    """
+    with open_client(redis_url, cluster, data_dir) as client:
+        click.echo(f"Redis at {client.settings.url}")
+        _run_demo(client, visibility_timeout)
 
 
 def _say(started: float, text: str) -> None:

@@ -3,7 +3,7 @@
 The files have the columns of the Spark data source's ``table=events`` (see
 :data:`smq.spark._event_reader.EVENT_SCHEMA`), so ``smq analyze --input``
 and any Spark job read them. JSON lines needs nothing more; Parquet needs
-pyarrow (``pip install 'smq[spark]'``).
+pyarrow (``pip install 'smq-redis[spark]'``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import IO, Any
 import click
 
 from .._events import Event, event_pages, timestamp_of
+from .._version import install_hint
 from .._queue import Queue
 from ._base import fail, main
 from ._connect import open_client, redis_options
@@ -69,7 +70,7 @@ def _write_parquet(queues: Sequence[Queue], output: str) -> int:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        fail("--format parquet needs pyarrow: pip install 'smq[spark]' (or pyarrow), or use --format jsonl")
+        fail(f"--format parquet needs pyarrow: {install_hint('spark')} (or pyarrow), or use --format jsonl")
     if output == "-":
         fail("--format parquet needs a file for --output, not -")
     schema = pa.schema(

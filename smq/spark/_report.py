@@ -1,6 +1,6 @@
 """The report of ``smq analyze``: ``report.md``, ``report.json`` and a chart per queue.
 
-Pure Python apart from the charts, which need matplotlib (``smq[spark]``),
+Pure Python apart from the charts, which need matplotlib (``smq-redis[spark]``),
 drawn with its Agg renderer and no pyplot state.
 """
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._version import install_hint
 from ._recommend import Advice, QueueStats, Recommendations, recommend, seconds
 
 
@@ -198,7 +199,7 @@ def draw_chart(report: QueueReport, path: Path) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ImportError("the report's charts need matplotlib: pip install 'smq[spark]'") from None
+        raise ImportError(f"the report's charts need matplotlib: {install_hint('spark')}") from None
     s, r = report.stats, report.recommendations
     quantiles = list(s.processing_cdf)
     shares = [i / (len(quantiles) - 1) for i in range(len(quantiles))]
