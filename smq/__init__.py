@@ -61,7 +61,7 @@ from ._move_tasks import MoveTask
 from ._peek import PeekedMessage
 from ._queue import Queue
 from ._settings import Settings
-from ._version import __version__
+from ._version import __version__ as __version__
 from .worker import Job, Worker, WorkerConfig
 
 __all__ = [

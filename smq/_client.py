@@ -346,6 +346,13 @@ class Client:
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
+        except RedisConnectionError as error:
+            if self._embedded_default:
+                raise BackendError(
+                    f"no Redis URL given, and no embedded server answers at {self.settings.url}: "
+                    "start one with `smq serve` in this folder, or pass a URL (or set SMQ_REDIS_URL)"
+                ) from error
+            raise BackendError(str(error)) from error
         except RedisError as error:
             raise BackendError(str(error)) from error
 
@@ -356,15 +363,7 @@ class Client:
         if self.settings.allow_eviction:
             self._checked = True
             return
-        try:
-            healths = self.redis_health()
-        except BackendError as error:
-            if self._embedded_default and isinstance(error.__cause__, RedisConnectionError):
-                raise BackendError(
-                    f"no Redis URL given, and no embedded server answers at {self.settings.url}: "
-                    "start one with `smq serve` in this folder, or pass a URL (or set SMQ_REDIS_URL)"
-                ) from error
-            raise
+        healths = self.redis_health()
         for health in healths:
             policy = health.maxmemory_policy
             if policy != "noeviction":

@@ -104,7 +104,9 @@ def server_identity(binary: str) -> ServerIdentity:
         raise RuntimeError(f"cannot run {binary} --version: {error}") from error
     match = _VERSION_LINE.match(done.stdout.strip())
     if not match:
-        raise RuntimeError(f"{binary} --version did not name a Redis-compatible server: {done.stdout[:200]!r}")
+        raise RuntimeError(
+            f"{binary} --version did not name a Redis-compatible server: {done.stdout[:200]!r}"
+        )
     name, *numbers = match.groups()
     major, minor, patch = (int(n) for n in numbers)
     return ServerIdentity(name, (major, minor, patch))
@@ -124,7 +126,9 @@ def check_data_folder(directory: Path, binary: str) -> ServerIdentity:
         try:
             recorded = ServerIdentity.from_record(json.loads(record_path.read_text()))
         except (ValueError, KeyError, TypeError) as error:
-            raise ServerMismatch(f"{record_path} is not a server record ({error}): fix or remove it") from None
+            raise ServerMismatch(
+                f"{record_path} is not a server record ({error}): fix or remove it"
+            ) from None
         if recorded.name != current.name or recorded.version > current.version:
             why = "an older" if recorded.name == current.name else "a different"
             raise ServerMismatch(

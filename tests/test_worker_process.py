@@ -200,10 +200,10 @@ def test_a_worker_on_the_embedded_default_shares_its_redis_with_other_commands(t
     assert smq_command("queue", "create", "jobs").returncode == 0  # starts and stops its own Redis
     worker = WorkerProcess(tmp_path, None, "jobs")
     try:
-        assert "started one; other smq commands use it" in worker.stderr()
+        assert "; other smq commands use it until this one stops" in worker.stderr()
         sent = smq_command("send", "jobs", body(n=1))
         assert sent.returncode == 0, sent.stderr
-        assert "started one" not in sent.stderr and "waiting" not in sent.stderr  # used the worker's
+        assert "no Redis runs" not in sent.stderr and "waiting" not in sent.stderr  # used the worker's
         wait_for(lambda: _of(worker.log_path, "end"), 10, "the worker to process it")
         worker.signal(signal.SIGTERM)
         assert worker.wait(15) == 0

@@ -60,7 +60,8 @@ def redis_options(command: F) -> F:
             expose_value=False,
             callback=_remember_server,
             help="Server binary to start when no Redis runs in --data-dir (env SMQ_REDIS_SERVER); "
-            "default: the embedded Valkey of smq-redis[embedded]. A redis-server on PATH is used only if named.",
+            "default: the embedded Valkey of smq-redis[embedded]. "
+            "A redis-server on PATH is used only if named.",
         ),
     ]
     for option in reversed(options):

@@ -18,8 +18,8 @@ from typing import IO, Any
 import click
 
 from .._events import Event, event_pages, timestamp_of
-from .._version import install_hint
 from .._queue import Queue
+from .._version import install_hint
 from ._base import fail, main
 from ._connect import open_client, redis_options
 

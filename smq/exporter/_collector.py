@@ -12,8 +12,8 @@ from typing import Any
 from .._client import Client
 from .._config import QueueInfo
 from .._errors import QueueDoesNotExist, SmqError
-from .._version import __version__
 from .._health import RedisHealth
+from .._version import __version__
 from ._config import ExporterConfig
 
 log = logging.getLogger("smq.exporter")
