@@ -84,7 +84,7 @@ def find_redis_server(server: str | None = None) -> str:
     if server:
         found = server if os.sep in server else shutil.which(server)
         if found and os.access(found, os.X_OK) and not os.path.isdir(found):
-            return str(Path(found).resolve())
+            return os.path.abspath(found)  # not resolved: some builds act by their name (argv[0])
         raise FileNotFoundError(f"server binary {server!r} not found or not executable")
     default = embedded_server()
     if default and os.access(default, os.X_OK):
