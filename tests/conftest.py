@@ -174,6 +174,15 @@ def raw(client: smq.Client) -> redis.Redis:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def need_dev_venv() -> None:
+    """Skip unless ``./dev smq`` would run without installing (``./dev test`` leaves its stamp)."""
+    stamp = ROOT / ".venv" / ".smq-test"
+    if not stamp.exists() or stamp.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs the suite through ./dev test, which leaves .venv/.smq-test")
+        pytest.skip("run through ./dev test (the .venv it makes is what ./dev smq would use)")
+
+
 # -- the HTTP service: a real `smq serve` on its own real Redis ----------------------
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
+
+import smq
 
 
 def _smq(*args: str) -> subprocess.CompletedProcess[str]:
@@ -25,6 +28,30 @@ def test_demo_runs_on_an_embedded_redis_with_aof(tmp_path: Path) -> None:
     assert list((tmp_path / "redis").glob("appendonly*"))  # AOF on, data in the folder
 
 
+def test_demo_shares_the_embedded_redis_of_a_running_serve(tmp_path: Path) -> None:
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "smq", "serve", "--port", "0", "--data-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stdout is not None
+        url = serve.stdout.readline().split("listening on ")[-1].strip()
+        assert url.startswith("http://"), serve.stderr.read() if serve.stderr else url
+        done = _smq("demo", "--data-dir", str(tmp_path), "--visibility-timeout", "1")
+        assert done.returncode == 0, done.stderr
+        assert "no Redis runs" not in done.stderr  # it used serve's
+        with urllib.request.urlopen(f"{url}/ready", timeout=10) as ready:  # serve still has its Redis
+            assert ready.status == 200
+        with smq.Client(smq.Settings(data_dir=str(tmp_path))) as client:
+            assert client.get_queue("smq-demo").attributes().counters["deleted"] == 3
+    finally:
+        serve.terminate()
+        serve.wait(30)
+    assert serve.returncode == 0
+
+
 def test_demo_against_an_unreachable_redis_fails_with_one_line(tmp_path: Path) -> None:
     done = _smq("demo", "--redis-url", f"unix://{tmp_path}/none.sock")
     assert done.returncode == 1
@@ -33,7 +60,7 @@ def test_demo_against_an_unreachable_redis_fails_with_one_line(tmp_path: Path) -
 
 
 def test_options_read_smq_environment_variables(tmp_path: Path) -> None:
-    env = {"SMQ_DEMO_REDIS_URL": f"unix://{tmp_path}/from-env.sock", "PATH": "/usr/bin:/bin"}
+    env = {"SMQ_REDIS_URL": f"unix://{tmp_path}/from-env.sock", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
         [sys.executable, "-m", "smq", "demo"],
         capture_output=True,

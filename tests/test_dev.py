@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 import smq
-from conftest import ROOT
+from conftest import ROOT, need_dev_venv
 from smq.embedded import EmbeddedRedis
 
 DEV = ROOT / "dev"
-
-
-def _installed() -> None:
-    """Skip unless `./dev` would run without installing (`./dev test` leaves its stamp)."""
-    stamp = ROOT / ".venv" / ".smq-test"
-    if not stamp.exists() or stamp.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
-        if os.environ.get("CI"):
-            pytest.fail("CI runs the suite through ./dev test, which leaves .venv/.smq-test")
-        pytest.skip("run through ./dev test (the .venv it makes is what ./dev smq would use)")
 
 
 def _dev(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -38,7 +26,7 @@ def test_dev_without_a_command_prints_its_usage(tmp_path: Path) -> None:
 def test_dev_smq_runs_a_handler_and_reads_files_of_the_callers_project(
     tmp_path: Path, redis_server: EmbeddedRedis, redis_client: smq.Client
 ) -> None:
-    _installed()
+    need_dev_venv()
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")
     (tmp_path / "app" / "tasks.py").write_text(
@@ -69,7 +57,7 @@ def test_dev_smq_runs_a_handler_and_reads_files_of_the_callers_project(
 
 
 def test_dev_smq_keeps_the_embedded_data_folder_in_the_callers_directory(tmp_path: Path) -> None:
-    _installed()
+    need_dev_venv()
     done = _dev("smq", "queue", "create", "jobs", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / ".smq" / "redis" / "server.json").exists()
