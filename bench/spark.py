@@ -914,7 +914,7 @@ def main(argv: list[str] | None = None) -> int:
         "java": java_version,
         "platform": platform.platform(),
         "redis_version": redis_version,
-        "versions": versions("smq", "pyspark", "py4j", "pyarrow", "redis", "hiredis"),
+        "versions": versions("smq-redis", "pyspark", "py4j", "pyarrow", "redis", "hiredis"),
         "transport": "TCP on 127.0.0.1, one embedded redis-server",
         "body_bytes": BODY_BYTES,
         "rows": args.rows,
