@@ -1,4 +1,4 @@
-"""A real run, watched by a real Prometheus, plotted: the image in the README's Monitoring section.
+"""A real run, watched by a real Prometheus, plotted: the image on the docs' Monitoring page.
 
 It starts a private Redis, the exporter and Prometheus (scraping every second,
 the alert rules of deploy/ loaded), then plays a short day of a queue:

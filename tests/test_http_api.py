@@ -1060,7 +1060,7 @@ def test_a_query_request_may_name_its_queue_by_path(sqs_server: Any, core: Any) 
     assert message.body == "by path"
 
 
-# -- documented differences from SQS (README, "Not done yet") -----------------------
+# -- documented differences from SQS (docs/sqs-differences.md) --------------------------
 
 
 def test_purge_queue_may_be_repeated_at_once_without_purge_queue_in_progress(api: Any, url: str) -> None:
