@@ -1,6 +1,6 @@
 """smq: Amazon SQS semantics on your own Redis.
 
-Start with :class:`Client`::
+Start with ``Client``::
 
     import smq
 

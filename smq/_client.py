@@ -79,7 +79,7 @@ class Client:
         jobs.send("hello")
 
     Constructing a client opens no connection; the first call does, and
-    checks that Redis will not evict queue data (see :class:`Settings`).
+    checks that Redis will not evict queue data (see ``Settings``).
     """
 
     def __init__(
@@ -91,12 +91,12 @@ class Client:
     ) -> None:
         """Connect by ``url`` or ``settings``, or wrap an existing redis-py client.
 
-        ``url`` may also be a :class:`Settings`. With neither, the client uses
+        ``url`` may also be a ``Settings``. With neither, the client uses
         ``$SMQ_REDIS_URL``, else the embedded server that ``smq serve`` runs
-        in ``.smq`` (see :class:`Settings`). ``redis_client`` (a
+        in ``.smq`` (see ``Settings``). ``redis_client`` (a
         ``redis.Redis`` or ``redis.cluster.RedisCluster``) must not decode
         responses; give it no retries and explicit timeouts (see
-        :func:`connect`), as smq does for the clients it makes.
+        ``connect``), as smq does for the clients it makes.
         """
         if isinstance(url, Settings):
             if settings is not None:
@@ -121,7 +121,7 @@ class Client:
     def create_queue(self, name: str, *, tags: Mapping[str, str] | None = None, **settings: Any) -> Queue:
         """Create a queue, or return the existing one if its settings match.
 
-        Settings are :class:`QueueConfig` fields (``visibility_timeout=60``...).
+        Settings are ``QueueConfig`` fields (``visibility_timeout=60``...).
         Raises QueueNameExists if the queue exists with a different value of
         any setting given here; settings not given are not compared (of
         ``extra_attributes``, only the names given). ``tags`` (at most 50) are
@@ -248,7 +248,7 @@ class Client:
     def dead_letter_sources(self, name: str, *, limit: int | None = None, after: str = "") -> list[str]:
         """Names of the queues whose redrive policy names ``name`` as dead-letter queue.
 
-        Sorted, paged like :meth:`list_queues`: ``limit`` (1-1000) caps the
+        Sorted, paged like ``list_queues``: ``limit`` (1-1000) caps the
         names returned; pass the last name of a page as ``after`` for the next.
         Raises QueueDoesNotExist if there is no queue ``name``.
         """
@@ -270,7 +270,7 @@ class Client:
         Each message goes back to the queue it was dead-lettered from, or all
         to ``destination``; ``max_per_second`` (1-500) caps the rate, None
         moves as fast as possible. Records a RUNNING task and returns it;
-        :meth:`run_move_tasks` (which ``smq serve`` calls) does the moving.
+        ``run_move_tasks`` (which ``smq serve`` calls) does the moving.
         Raises QueueDoesNotExist (source or destination), InvalidParameter if
         ``source`` is not a dead-letter queue, MoveTaskActive if it has a
         running or cancelling task.

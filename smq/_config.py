@@ -328,7 +328,7 @@ def check_setting_names(settings: Mapping[str, object]) -> None:
 
 @dataclass(frozen=True)
 class QueueInfo:
-    """A queue's settings and state, as :meth:`Queue.attributes` reads them.
+    """A queue's settings and state, as ``Queue.attributes`` reads them.
 
     Counts are exact at the moment of the call (SQS calls them approximate).
 

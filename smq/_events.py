@@ -36,19 +36,19 @@ EVENT_KINDS = (
 )
 """Every kind of event the scripts record (``e`` in the stream)."""
 MAX_EVENTS_PAGE = 10_000
-"""Most events one call of :meth:`Queue.events` returns."""
+"""Most events one call of ``Queue.events`` returns."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One entry of a queue's lifecycle event stream (see :meth:`Queue.events`).
+    """One entry of a queue's lifecycle event stream (see ``Queue.events``).
 
     Attributes:
         queue: Name of the queue whose stream holds it.
         event_id: The stream entry id (``<ms>-<seq>``), increasing in the order
             the scripts ran; pass the last one as ``after`` to read on.
-        kind: One of :data:`EVENT_KINDS`.
+        kind: One of ``EVENT_KINDS``.
         message_id: The message it is about.
         receive_count: The message's receive count at that moment: 0 when
             sent, ``n`` for the ``n``-th receive and for what that receipt
@@ -86,7 +86,7 @@ def timestamp_of(at_ms: int) -> datetime:
 
 
 def read_events(client: Client, keys: QueueKeys, after: str, limit: int) -> list[Event]:
-    """Up to ``limit`` events of queue ``keys.name`` after entry ``after``; see :meth:`Queue.events`."""
+    """Up to ``limit`` events of queue ``keys.name`` after entry ``after``; see ``Queue.events``."""
     check_int("limit", limit, 1, MAX_EVENTS_PAGE)
     if not isinstance(after, str) or not _is_position(after):
         raise InvalidParameter(f"after must be '-' or an event id such as '1700000000000-0', not {after!r}")

@@ -3,7 +3,7 @@
 Every key of queue ``name`` is ``smq:{name}:<kind>``; the braces are a Redis
 Cluster hash tag, so all of a queue's keys live in one slot and one script
 may touch them together. Scripts name the kinds they use in their headers
-(``-- KEYS[n] <kind> ...``); :mod:`smq._scripts` maps those kinds to the
+(``-- KEYS[n] <kind> ...``); ``smq._scripts`` maps those kinds to the
 names built here.
 """
 

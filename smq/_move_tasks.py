@@ -8,9 +8,9 @@ records progress, ends it), ``move_task_cancel``. Runners find tasks through
 one global index, ``smq:move_tasks``, written with a plain command before and
 after a task starts and cleaned as runners find its tasks ended or gone.
 
-:func:`run` is the runner: any number of processes may call it at once. It
+``run`` is the runner: any number of processes may call it at once. It
 claims tasks whose lease is free or run out, moves messages in chunks by the
-two-step redrive of :mod:`smq._moves` (so a runner that dies loses and
+two-step redrive of ``smq._moves`` (so a runner that dies loses and
 doubles nothing: the next one finishes its moves), records progress after
 each chunk (renewing the lease), and paces chunks to the task's rate by the
 Redis clock.

@@ -30,7 +30,7 @@ MAX_PEEK_OFFSET = 10_000
 
 @dataclass(frozen=True, slots=True)
 class PeekedMessage:
-    """A message seen by :meth:`Queue.peek`, left where it is.
+    """A message seen by ``Queue.peek``, left where it is.
 
     Times are seconds since the epoch, by the Redis server's clock.
 
@@ -71,7 +71,7 @@ class PeekedMessage:
 
 
 def peek(client: Client, keys: QueueKeys, state: str, limit: int, offset: int) -> list[PeekedMessage]:
-    """Run the peek script for queue ``keys.name``, checked; see :meth:`Queue.peek`."""
+    """Run the peek script for queue ``keys.name``, checked; see ``Queue.peek``."""
     if not isinstance(state, str) or state not in PEEK_STATES:
         raise InvalidParameter(f"state must be one of {', '.join(PEEK_STATES)}, not {state!r}")
     check_int("limit", limit, 1, MAX_PEEK)

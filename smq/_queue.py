@@ -59,7 +59,7 @@ log = logging.getLogger("smq.queue")
 
 
 class Queue:
-    """One queue. Get it from :meth:`Client.create_queue`, ``get_queue`` or ``queue``.
+    """One queue. Get it from ``Client.create_queue``, ``get_queue`` or ``queue``.
 
     Durations are in seconds. Every method is one atomic Lua script on Redis
     (a long poll may run several), judged by the Redis server's clock.

@@ -1,7 +1,7 @@
 """Loads the Lua scripts of ``lua/`` and runs them by name.
 
 Each script starts with a header naming its keys (``-- KEYS[n] <kind> (...)``);
-the loader reads those kinds and fills them from :class:`QueueKeys`, so the
+the loader reads those kinds and fills them from ``QueueKeys``, so the
 header is the one statement of which keys a script touches. The helpers of
 ``lua/includes/`` are spliced in front of every script. Scripts run by
 EVALSHA and are loaded (on every primary of a cluster) when Redis answers

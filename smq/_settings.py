@@ -17,7 +17,7 @@ def embedded_url(data_dir: str | os.PathLike[str] = DEFAULT_DATA_DIR) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    """How a :class:`~smq.Client` reaches Redis.
+    """How a ``smq.Client`` reaches Redis.
 
     Attributes:
         url: ``redis://host:port/db``, ``rediss://...`` or ``unix:///path.sock``.

@@ -10,7 +10,7 @@ on PATH is not used unless named.
 Each server runs in a folder of its own with AOF on and ``maxmemory-policy
 noeviction``, and is stopped by its own pid. The folder records which server
 wrote it (``server.json``): a start with a different or older server refuses
-(:class:`ServerMismatch`), because an older server does not read a newer one's
+(``ServerMismatch``), because an older server does not read a newer one's
 files and would start empty, showing no queues.
 """
 
@@ -117,7 +117,7 @@ def check_data_folder(directory: Path, binary: str) -> ServerIdentity:
 
     Records ``binary``'s identity when the folder is new, holds no record
     (data from before records were kept), or was written by an older release
-    of the same server. Raises :class:`ServerMismatch` naming both servers.
+    of the same server. Raises ``ServerMismatch`` naming both servers.
     """
     current = server_identity(binary)
     record_path = directory / _RECORD
@@ -166,7 +166,7 @@ def free_port(*, with_bus: bool = False) -> int:
 class EmbeddedRedis:
     """One Redis server in ``directory``, on a Unix socket (and a TCP port if given).
 
-    Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    Use as a context manager, or call ``start`` and ``stop``.
     """
 
     def __init__(

@@ -27,8 +27,8 @@ def _remember_server(ctx: click.Context, param: click.Parameter, value: str | No
 
 def redis_options(command: F) -> F:
     """Add ``--redis-url``, ``--cluster`` and ``--data-dir`` (keywords ``redis_url``, ``cluster``,
-    ``data_dir``) to a command; pass them to :func:`open_client`. ``--redis-server`` (the binary
-    of an embedded server this command may start) reaches :func:`redis_for` through the context."""
+    ``data_dir``) to a command; pass them to ``open_client``. ``--redis-server`` (the binary
+    of an embedded server this command may start) reaches ``redis_for`` through the context."""
     options = [
         click.option(
             "--redis-url",
@@ -88,9 +88,9 @@ def open_client(
     long_running: bool = False,
     **settings: Any,
 ) -> Iterator[Client]:
-    """A client for one command; closes what it opened (see :func:`redis_for`).
+    """A client for one command; closes what it opened (see ``redis_for``).
 
-    ``settings`` are more :class:`Settings` fields (``allow_eviction=True``...).
+    ``settings`` are more ``Settings`` fields (``allow_eviction=True``...).
     """
     with redis_for(redis_url, cluster, data_dir, long_running=long_running) as url:
         with Client(settings=Settings(url=url, cluster=cluster, **settings)) as client:

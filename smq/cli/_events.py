@@ -1,7 +1,7 @@
 """``smq events export``: write queues' lifecycle event streams to JSON lines or Parquet.
 
 The files have the columns of the Spark data source's ``table=events`` (see
-:data:`smq.spark._event_reader.EVENT_SCHEMA`), so ``smq analyze --input``
+``smq.spark._event_reader.EVENT_SCHEMA``), so ``smq analyze --input``
 and any Spark job read them. JSON lines needs nothing more; Parquet needs
 pyarrow (``pip install 'smq-redis[spark]'``).
 """

@@ -17,7 +17,7 @@ log_level_option: Callable[[F], F] = click.option(
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
 )
-"""Adds ``--log-level`` (keyword ``log_level``); pass its value to :func:`setup_logging`."""
+"""Adds ``--log-level`` (keyword ``log_level``); pass its value to ``setup_logging``."""
 
 
 def setup_logging(level: str) -> None:

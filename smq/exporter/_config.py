@@ -13,7 +13,7 @@ MAX_QUEUES_LIMIT = 100_000
 
 @dataclasses.dataclass(frozen=True)
 class ExporterConfig:
-    """Settings of :class:`Exporter`: they bound the ``queue`` label's values.
+    """Settings of ``Exporter``: they bound the ``queue`` label's values.
 
     Attributes:
         queues: Report only these queues (an allow-list); empty: every queue.

@@ -1,6 +1,6 @@
 """SQS error codes: the one table of the HTTP layer.
 
-Every error the API returns is an :class:`SqsError`. Its ``code`` is the
+Every error the API returns is an ``SqsError``. Its ``code`` is the
 name SQS gives it in the JSON protocol (``__type`` is
 ``com.amazonaws.sqs#<code>``); ``query_code`` is the code of the Query
 protocol, which the JSON protocol repeats in the ``x-amzn-query-error``

@@ -64,7 +64,7 @@ def verify(
     max_skew: float = 300.0,
     service: str = "sqs",
 ) -> str:
-    """Return the access key id that signed the request, or raise :class:`SqsError`.
+    """Return the access key id that signed the request, or raise ``SqsError``.
 
     ``path`` and ``query`` are as received, still percent-encoded; header names
     may come in any case. A signature in the ``Authorization`` header must be

@@ -1,7 +1,7 @@
 """Message move tasks: StartMessageMoveTask, ListMessageMoveTasks, CancelMessageMoveTask.
 
 A task is a record in Redis; the moving is done by whichever ``smq serve``
-process holds its lease (see :mod:`smq._move_tasks`), so a task outlives the
+process holds its lease (see ``smq._move_tasks``), so a task outlives the
 process that started it.
 """
 

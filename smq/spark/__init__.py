@@ -10,7 +10,7 @@ Needs ``pip install 'smq-redis[spark]'`` (PySpark 4 with Arrow) and Java 17+ (or
     df.write.format("smq").option("queue", "out").mode("append").save()
     stream = spark.readStream.format("smq").option("queue", "jobs").load()
 
-The data source's options are in :mod:`smq.spark._options`.
+The data source's options are in ``smq.spark._options``.
 """
 
 from ._java import JavaNotFound, java_home

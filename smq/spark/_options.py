@@ -4,7 +4,7 @@ Every mode:
 
 - ``queue`` (required): the queue's name.
 - ``url``: the Redis to use (default: ``$SMQ_REDIS_URL``, else the embedded
-  server that ``smq serve`` runs in ``.smq``, as :class:`smq.Settings` says);
+  server that ``smq serve`` runs in ``.smq``, as ``smq.Settings`` says);
   ``cluster``: ``true`` for a Redis Cluster.
 
 Batch read (``spark.read``): a snapshot, by peek, that changes nothing.
@@ -13,7 +13,7 @@ Batch read (``spark.read``): a snapshot, by peek, that changes nothing.
   (default: all three); ``maxMessages``: most rows per state (default and
   most 10,100, as deep as a peek can look).
 - ``table``: ``messages`` (default) or ``events``: the queue's lifecycle
-  event stream, one row per event (see :mod:`smq.spark._event_reader`).
+  event stream, one row per event (see ``smq.spark._event_reader``).
 
 Write (``df.write``): rows become messages, sent in batches of 10 from the executors.
 

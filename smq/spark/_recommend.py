@@ -1,8 +1,8 @@
 """What the lifecycle numbers of a queue suggest: VisibilityTimeout, heartbeat, maxReceiveCount.
 
-Pure Python (no Spark): :class:`QueueStats` holds what :mod:`smq.spark._analyze`
-measured for one queue, :func:`recommend` turns it into three pieces of
-:class:`Advice`, each with a value and one sentence that says why.
+Pure Python (no Spark): ``QueueStats`` holds what ``smq.spark._analyze``
+measured for one queue, ``recommend`` turns it into three pieces of
+``Advice``, each with a value and one sentence that says why.
 
 The rules:
 

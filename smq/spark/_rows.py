@@ -1,4 +1,4 @@
-"""Messages as Spark rows, in the order of :data:`smq.spark._source.MESSAGE_SCHEMA`."""
+"""Messages as Spark rows, in the order of ``smq.spark._source.MESSAGE_SCHEMA``."""
 
 from __future__ import annotations
 

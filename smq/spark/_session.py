@@ -13,7 +13,7 @@ def spark_session(master: str | None = None, *, app_name: str = "smq", **conf: s
     ``master`` defaults to ``local[*]``, except under ``spark-submit``, whose
     ``--master`` stands. ``conf`` holds Spark settings, passed as
     ``**{"spark.sql.shuffle.partitions": "4"}``. Java comes from
-    :func:`smq.spark.java_home`; Python workers use this interpreter unless
+    ``smq.spark.java_home``; Python workers use this interpreter unless
     ``PYSPARK_PYTHON`` says otherwise.
     """
     from ._java import java_home

@@ -1,6 +1,6 @@
 """The worker runner: receive in batches, run a handler, heartbeat, delete.
 
-Public names are re-exported by :mod:`smq`: ``Worker``, ``WorkerConfig``, ``Job``.
+Public names are re-exported by ``smq``: ``Worker``, ``WorkerConfig``, ``Job``.
 """
 
 from ._config import WorkerConfig

@@ -11,7 +11,7 @@ from .._queue import MAX_WAIT_SECONDS
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    """How a :class:`Worker` receives, runs and releases messages.
+    """How a ``Worker`` receives, runs and releases messages.
 
     Attributes:
         concurrency: Handlers that run at once (threads for a sync handler,
@@ -29,7 +29,7 @@ class WorkerConfig:
         grace_period: Seconds a graceful stop lets running handlers finish
             before their messages are released.
         metrics_port: Serve Prometheus metrics on this port (None: off;
-            0: any free port, see :attr:`Worker.metrics_url`).
+            0: any free port, see ``Worker.metrics_url``).
         metrics_host: Address the metrics server listens on.
     """
 

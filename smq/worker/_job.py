@@ -15,10 +15,10 @@ class Job:
     The worker keeps the message hidden while the handler runs (heartbeat)
     and deletes it when the handler returns. If the worker learns that it no
     longer holds the message (another consumer received it after the
-    timeout ran out, or a graceful stop released it), :attr:`lease_lost`
+    timeout ran out, or a graceful stop released it), ``lease_lost``
     turns true: the work may now be done twice, and the worker will not
     delete the message. Long handlers should check it, or call
-    :meth:`raise_if_lost`, between steps.
+    ``raise_if_lost``, between steps.
     """
 
     __slots__ = ("message", "_lost", "_reason")
@@ -67,7 +67,7 @@ class Job:
         return self._reason
 
     def raise_if_lost(self) -> None:
-        """Raise :class:`~smq.LeaseLost` if the lease is lost; a handler's checkpoint."""
+        """Raise ``smq.LeaseLost`` if the lease is lost; a handler's checkpoint."""
         if self._lost.is_set():
             raise LeaseLost(f"message {self.message.message_id}: {self._reason}")
 

@@ -88,7 +88,7 @@ class Worker:
         return function
 
     def stop(self, *, now: bool = False) -> None:
-        """Ask :meth:`run` to stop gracefully (``now``: without the grace period).
+        """Ask ``run`` to stop gracefully (``now``: without the grace period).
 
         Safe from any thread.
         """
@@ -96,7 +96,7 @@ class Worker:
         self._stop.set()
 
     def run(self, *, install_signal_handlers: bool = True) -> None:
-        """Work until :meth:`stop`, SIGTERM or SIGINT, then stop gracefully.
+        """Work until ``stop``, SIGTERM or SIGINT, then stop gracefully.
 
         A graceful stop receives no more, releases (visibility 0) the
         messages no handler has started, lets running handlers finish for

@@ -21,7 +21,7 @@ from ._runs import Run
 log = logging.getLogger("smq.worker")
 
 Handler = Callable[[Job], Any]
-"""A handler takes a :class:`Job`; it may be ``async def``. Returning means
+"""A handler takes a ``Job``; it may be ``async def``. Returning means
 done (the message is deleted); raising means failed (retried after the backoff)."""
 
 
