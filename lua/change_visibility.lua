@@ -21,9 +21,12 @@
 --
 -- Timeout 0 on a FIFO queue leaves the message at its place in its group and
 -- unlocks the group when no other message of it is in flight.
+-- The newest receipt may change a message whose timeout ran out while nobody
+-- received it since (a standard queue hides it again; a FIFO queue refuses
+-- with E_RECEIPT_EXPIRED, as SQS does).
 -- Returns {OK, status_1, ..., status_n}, each status one of OK,
--- E_NOT_INFLIGHT (visible again, or deleted), E_STALE_RECEIPT (in flight
--- under a newer receipt), E_CEILING (would pass 12 h after that receive);
+-- E_NOT_INFLIGHT (deleted, or never received), E_STALE_RECEIPT (received
+-- again since), E_RECEIPT_EXPIRED, E_CEILING (would pass 12 h after that receive);
 -- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -68,17 +71,32 @@ for i = 1, count do
   local current = redis.call('HGET', state, id)
   local expiry = redis.call('ZSCORE', inflight, id)
   local status = OK
-  if current == false or expiry == false or tonumber(expiry) <= now then
-    -- Deleted, never received, visible again, or expired and not yet reclaimed.
+  if current == false then
+    -- Deleted, or never received.
     status = E_NOT_INFLIGHT
   else
     local held_by, receive_count, first_ms, received_ms = parse_state(current)
+    local expired = expiry == false or tonumber(expiry) <= now
     if held_by ~= token then
       status = E_STALE_RECEIPT
       redis.call('HINCRBY', stats, 'stale_receipts', 1)
       emit(events, events_max, now, 'stale_receipt', id, receive_count, 'change')
+    elseif expired and is_fifo then
+      -- As SQS: a FIFO receipt whose timeout ran out can no longer act.
+      status = E_RECEIPT_EXPIRED
     elseif now + visibility_ms > received_ms + CEILING_MS then
       status = E_CEILING
+    elseif expiry == false then
+      -- The newest receipt after its timeout ran out, and nobody received the
+      -- message since: it is in the visible list. As SQS does, hide it again.
+      -- Its list entry stays, counted as a ghost: receive skips an id that is
+      -- in flight while there are ghosts (no O(n) removal from the list).
+      if visibility_ms > 0 then
+        redis.call('ZADD', inflight, now + visibility_ms, id)
+        redis.call('HINCRBY', meta, 'ghosts', 1)
+      end
+      changed = changed + 1
+      emit(events, events_max, now, 'visibility_changed', id, receive_count, visibility_ms)
     else
       if visibility_ms == 0 then
         redis.call('ZREM', inflight, id)

@@ -20,14 +20,15 @@
 -- ARGV[4..] per receipt, 2 entries: id, token
 --
 -- The newest receipt of a message deletes it, in flight or visible again
--- (the work is done; a redelivery would repeat it). A visible message leaves
+-- (the work is done; a redelivery would repeat it), except on a FIFO queue,
+-- where a receipt whose timeout ran out is refused (as SQS does). A visible message leaves
 -- its id in the visible list as a ghost that receive skips (a FIFO queue
 -- drops it from its group, and unlocks the group when it held the group's
 -- last message in flight). An older receipt
 -- deletes nothing, succeeds as in SQS, and is counted as a stale receipt.
 --
--- Returns {OK, status_1, ..., status_n}, each DELETED, ALREADY_GONE or
--- STALE_IGNORED; or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+-- Returns {OK, status_1, ..., status_n}, each DELETED, ALREADY_GONE,
+-- STALE_IGNORED or E_RECEIPT_EXPIRED; or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local inflight = KEYS[2]
 local messages = KEYS[3]
@@ -82,9 +83,13 @@ for i = 1, count do
     end
   else
     local held_by, receive_count = parse_state(states[i])
+    local expiry = is_fifo and redis.call('ZSCORE', inflight, id)
     if held_by ~= ARGV[2 * i + 3] then
       status = STALE_IGNORED
       emit(events, events_max, now, 'stale_receipt', id, receive_count, 'delete')
+    elseif is_fifo and (expiry == false or tonumber(expiry) <= now) then
+      -- As SQS: on a FIFO queue a receipt whose timeout ran out deletes nothing.
+      status = E_RECEIPT_EXPIRED
     else
       status = DELETED
       if not doomed_seen[id] then

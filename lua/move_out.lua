@@ -16,6 +16,7 @@
 -- KEYS[13] ready (list): FIFO queues: groups whose head may be received
 -- KEYS[14] waiting (zset): FIFO queues: groups whose head is delayed
 -- KEYS[15] delayed (zset): FIFO queues: ids sent while the queue had a delay
+-- KEYS[16] inflight (zset): ids in flight (an id in the list may be, after a change of visibility)
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] max_messages (1-100)
@@ -45,6 +46,7 @@ local groups = KEYS[12]
 local ready = KEYS[13]
 local waiting = KEYS[14]
 local delayed = KEYS[15]
+local inflight = KEYS[16]
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
   ready = ready, waiting = waiting, delayed = delayed}
 local now = clock(ARGV[1])
@@ -132,19 +134,23 @@ if not ids then
 end
 local records = redis.call('HMGET', messages, unpack(ids))
 local from = redis.call('HMGET', origins, unpack(ids))
+-- With ghosts, an id in the list may be in flight (hidden again): skip it.
+local held = (tonumber(settings[2]) or 0) > 0 and redis.call('ZMSCORE', inflight, unpack(ids)) or {}
 local reply = {OK, #ids, 0}
-local ghosts, kept = 0, {}
+local ghosts, kept, seen = 0, {}, {}
 for i = 1, #ids do
   local id = ids[i]
   local dest = destination
   if dest == '' then
     dest = from[i] or ''
   end
-  if not records[i] then
+  if not records[i] or held[i] or seen[id] then
     ghosts = ghosts + 1
   elseif dest == '' or dest == queue_name then
+    seen[id] = true
     kept[#kept + 1] = id
   else
+    seen[id] = true
     reply[#reply + 1] = id
     reply[#reply + 1] = take_out(id, dest, records[i])
   end

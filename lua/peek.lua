@@ -65,9 +65,17 @@ if which == 'visible' and is_fifo then
     end
   end
 elseif which == 'visible' then
-  ids = redis.call('LRANGE', visible, offset, last)
-  for i = 1, #ids do
-    scores[i] = ''
+  local listed = redis.call('LRANGE', visible, offset, last)
+  -- An id in the list whose message is in flight again (hidden by
+  -- change_visibility after its timeout ran out) is a ghost; so is a repeat.
+  local held = #listed > 0 and redis.call('ZMSCORE', inflight, unpack(listed)) or {}
+  local seen = {}
+  for i = 1, #listed do
+    if not held[i] and not seen[listed[i]] then
+      seen[listed[i]] = true
+      ids[#ids + 1] = listed[i]
+      scores[#scores + 1] = ''
+    end
   end
 else
   local zset = inflight

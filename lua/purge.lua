@@ -14,11 +14,16 @@
 -- KEYS[12] waiting (zset): FIFO queues: groups whose head is delayed
 -- KEYS[13] attempts (hash): FIFO queues: receive request attempt id -> messages
 -- KEYS[14] attempts_at (zset): FIFO queues: attempt ids by when they lapse
+-- KEYS[15] dedup (hash): deduplication key -> the message it let in
+-- KEYS[16] dedup_at (zset): deduplication keys by when they lapse
 --
--- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): unused, kept for uniformity
+-- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
+-- ARGV[2] interval_ms (0-86400000): refuse if the last purge was less than this ago
 --
--- Returns {OK, number of messages purged} or {E_QUEUE_MISSING, ''}.
--- Deduplication ids stay: a purge does not let a duplicate in.
+-- Returns {OK, number of messages purged}, {E_PURGE_IN_PROGRESS, ms since the
+-- last purge} or {E_QUEUE_MISSING, ''}.
+-- As on SQS, the deduplication window goes too: a message sent again after a
+-- purge with an id seen before is stored.
 -- Messages already leaving through the outbox finish their move.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -34,12 +39,24 @@ local ready = KEYS[11]
 local waiting = KEYS[12]
 local attempts = KEYS[13]
 local attempts_at = KEYS[14]
+local dedup = KEYS[15]
+local dedup_at = KEYS[16]
+local now = clock(ARGV[1])
+local interval_ms = int_arg(ARGV[2], 0, 86400000)
 
-if redis.call('EXISTS', meta) == 0 then
+if interval_ms == nil then
+  return fail(E_BAD_ARGUMENT, 'bad interval_ms')
+end
+local last = redis.call('HMGET', meta, 'vis_ms', 'purged_ms')
+if last[1] == false then
   return fail(E_QUEUE_MISSING)
+end
+local since = now - (tonumber(last[2]) or 0)
+if interval_ms > 0 and since < interval_ms then
+  return fail(E_PURGE_IN_PROGRESS, since)
 end
 local purged = redis.call('HLEN', messages)
 redis.call('UNLINK', visible, inflight, delayed, messages, state, origins, fifo, ordered, groups,
-  ready, waiting, attempts, attempts_at)
-redis.call('HSET', meta, 'ghosts', 0)
+  ready, waiting, attempts, attempts_at, dedup, dedup_at)
+redis.call('HSET', meta, 'ghosts', 0, 'purged_ms', now)
 return {OK, purged}

@@ -58,7 +58,7 @@ if max_messages == nil or visibility_ms == nil or token == '' then
   return fail(E_BAD_ARGUMENT, 'bad max_messages, visibility_ms or token')
 end
 local settings = redis.call('HMGET', meta, 'vis_ms', 'retention_ms', 'dlq',
-  'max_receives', 'inflight_limit', 'events_max', 'wait_ms')
+  'max_receives', 'inflight_limit', 'events_max', 'wait_ms', 'ghosts')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
@@ -71,6 +71,9 @@ local max_receives = tonumber(settings[4]) or 0
 local inflight_limit = tonumber(settings[5]) or 120000
 local events_max = tonumber(settings[6]) or 0
 local wait_ms = tonumber(settings[7]) or 0
+-- With ghosts in the list, an id may be there while its message is in flight
+-- (hidden again by change_visibility): look each popped id up in flight.
+local check_inflight = (tonumber(settings[8]) or 0) > 0
 
 local function next_due(include_delayed)
   local delay_due = nil
@@ -115,6 +118,7 @@ local moved = {}
 local new_states = {}
 local new_inflight = {}
 local ghosts, dropped, redelivered = 0, 0, 0
+local taken = {}
 while want > 0 and skips > 0 do
   local ids = redis.call('LPOP', visible, want)
   if not ids then
@@ -122,6 +126,7 @@ while want > 0 and skips > 0 do
   end
   local records = redis.call('HMGET', messages, unpack(ids))
   local states = redis.call('HMGET', state, unpack(ids))
+  local held = check_inflight and redis.call('ZMSCORE', inflight, unpack(ids)) or {}
   for i = 1, #ids do
     local id = ids[i]
     local record = records[i]
@@ -130,8 +135,8 @@ while want > 0 and skips > 0 do
       local _
       _, receive_count, first_ms = parse_state(states[i])
     end
-    if not record then
-      -- Deleted while visible: a ghost id left behind by delete.
+    if not record or held[i] or taken[id] then
+      -- A ghost: deleted while visible, or an id whose message is in flight.
       ghosts = ghosts + 1
       skips = skips - 1
     elseif now - sent_ms_of(record) >= retention_ms then
@@ -160,6 +165,7 @@ while want > 0 and skips > 0 do
       new_states[#new_states + 1] = format_state(token, receive_count, first_ms, now)
       new_inflight[#new_inflight + 1] = now + visibility_ms
       new_inflight[#new_inflight + 1] = id
+      taken[id] = true
       received[#received + 1] = id
       received[#received + 1] = record
       received[#received + 1] = receive_count

@@ -20,7 +20,7 @@
 --
 -- Returns {OK, status_1, id_1, ..., status_n, id_n}: OK (id: the new
 -- message), DUPLICATE (id: the message the deduplication id let in) or
--- E_TOO_LONG (id: '') per message; or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+-- E_TOO_LONG (id: the queue's MaximumMessageSize) per message; or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
 local delayed = KEYS[3]
@@ -80,7 +80,7 @@ for i = 1, count do
   end
   if tonumber(ARGV[base + 2]) > max_size then
     reply[#reply + 1] = E_TOO_LONG
-    reply[#reply + 1] = ''
+    reply[#reply + 1] = max_size
   elseif first then
     reply[#reply + 1] = DUPLICATE
     reply[#reply + 1] = first

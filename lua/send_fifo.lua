@@ -25,9 +25,10 @@
 -- queue has content-based deduplication; with scope messageGroup it counts
 -- within its group only. The queue's DelaySeconds applies (FIFO queues take
 -- no per-message delay).
--- Returns {OK, [status, id, seq] * n}: status OK (stored), E_TOO_LONG,
--- E_NO_DEDUPLICATION_ID, or DUPLICATE (accepted, not stored again: id and seq
--- are those of the message that id let in); or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+-- Returns {OK, [status, id, seq] * n}: status OK (stored), E_TOO_LONG (seq:
+-- the queue's MaximumMessageSize), or DUPLICATE (accepted, not stored again: id and seq
+-- are those of the message that id let in); or {E_QUEUE_MISSING | E_BAD_ARGUMENT |
+-- E_NO_DEDUPLICATION_ID (no id, no content-based deduplication: nothing sent), detail}.
 local meta = KEYS[1]
 local messages = KEYS[2]
 local stats = KEYS[3]
@@ -73,6 +74,14 @@ local max_size = tonumber(settings[2])
 local events_max = tonumber(settings[3]) or 0
 local content_dedup = settings[5] == '1'
 local per_group = settings[6] == 'messageGroup'
+if not content_dedup then
+  -- As SQS: a message without a deduplication id fails the whole request.
+  for i = 1, count do
+    if ARGV[6 * i + 2] == '' then
+      return fail(E_NO_DEDUPLICATION_ID, i)
+    end
+  end
+end
 
 -- Deduplication keys and delay marks that lapsed: a few per call.
 trim_dedup(dedup, dedup_at, now)
@@ -91,21 +100,18 @@ for i = 1, count do
   if key == '' and content_dedup then
     key = ARGV[base + 5]
   end
-  if key ~= '' and per_group then
+  local first = false
+  if per_group then
+    -- Ids seen while the scope was 'queue' keep deduplicating across groups
+    -- until their window lapses, as on SQS after a scope switch.
+    first = redis.call('HGET', dedup, key)
     key = group .. ' ' .. key
   end
-  local first = false
-  if key ~= '' then
-    first = redis.call('HGET', dedup, key)
-  end
-  if key == '' or tonumber(ARGV[base + 1]) > max_size then
-    if key == '' then
-      reply[#reply + 1] = E_NO_DEDUPLICATION_ID
-    else
-      reply[#reply + 1] = E_TOO_LONG
-    end
+  first = first or redis.call('HGET', dedup, key)
+  if tonumber(ARGV[base + 1]) > max_size then
+    reply[#reply + 1] = E_TOO_LONG
     reply[#reply + 1] = id
-    reply[#reply + 1] = ''
+    reply[#reply + 1] = max_size
   elseif first then
     local first_id, first_seq = string.match(first, '^(%S+) (%S+)$')
     reply[#reply + 1] = DUPLICATE

@@ -35,10 +35,15 @@ def check_batch(ids: Sequence[str]) -> None:
     if not ids:
         raise EmptyBatchRequest("a batch needs at least one entry")
     if len(ids) > MAX_BATCH:
-        raise TooManyEntriesInBatchRequest(f"a batch has at most {MAX_BATCH} entries, not {len(ids)}")
+        raise TooManyEntriesInBatchRequest(
+            f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(ids)}."
+        )
     for entry_id in ids:
         if not isinstance(entry_id, str) or not _ENTRY_ID.fullmatch(entry_id):
-            raise InvalidBatchEntryId(f"batch entry id {entry_id!r}: use 1 to 80 letters, digits, '-' or '_'")
+            raise InvalidBatchEntryId(
+                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. "
+                "It can be at most 80 letters long."
+            )
     if len(set(ids)) != len(ids):
         raise BatchEntryIdsNotDistinct("two batch entries share an id")
 

@@ -169,12 +169,14 @@ class Client:
                     if existing.extra_attributes.get(attribute, "") != value:
                         raise QueueNameExists(
                             f"queue {name!r} exists with {attribute}="
-                            f"{existing.extra_attributes.get(attribute, '')!r}, not {value!r}"
+                            f"{existing.extra_attributes.get(attribute, '')!r}, not {value!r}",
+                            attribute,
                         )
             elif getattr(existing, setting) != getattr(config, setting):
                 raise QueueNameExists(
                     f"queue {name!r} exists with {setting}={getattr(existing, setting)!r}, "
-                    f"not {getattr(config, setting)!r}"
+                    f"not {getattr(config, setting)!r}",
+                    setting,
                 )
 
     def get_queue(self, name: str) -> Queue:

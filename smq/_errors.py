@@ -21,8 +21,10 @@
     ├── QueueNameExists                  same name, other attributes
     ├── ReceiptError
     │   ├── ReceiptHandleIsInvalid       malformed, or not of this queue
-    │   ├── MessageNotInflight           visible again, or deleted
-    │   └── StaleReceipt                 a newer receive holds the message
+    │   ├── MessageNotInflight           deleted, or never received
+    │   ├── StaleReceipt                 a newer receive holds the message
+    │   └── ReceiptExpired               FIFO: the receipt's timeout ran out
+    ├── PurgeQueueInProgress             purged again too soon
     ├── OverLimit                        in-flight limit reached (short poll)
     ├── MoveTaskNotFound                 malformed or unknown move task handle,
     │                                    or a task no longer running (cancel)
@@ -104,7 +106,16 @@ class QueueDoesNotExist(SmqError):
 
 
 class QueueNameExists(SmqError):
-    """A queue of that name exists with different attributes."""
+    """A queue of that name exists with different attributes.
+
+    Attributes:
+        setting: The first setting that differs (a ``QueueConfig`` field, or
+            the name of an extra attribute such as ``Policy``).
+    """
+
+    def __init__(self, message: str, setting: str = "") -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 class ReceiptError(SmqError):
@@ -116,11 +127,19 @@ class ReceiptHandleIsInvalid(ReceiptError):
 
 
 class MessageNotInflight(ReceiptError):
-    """The message is not in flight: visible again, or deleted."""
+    """The message is not in flight: deleted, or never received."""
 
 
 class StaleReceipt(ReceiptError):
     """The message was received again since: a newer receipt holds it."""
+
+
+class ReceiptExpired(ReceiptError):
+    """On a FIFO queue: the receipt's visibility timeout ran out, so it can no longer act."""
+
+
+class PurgeQueueInProgress(SmqError):
+    """The queue was purged less than the interval asked for ago (SQS: 60 seconds)."""
 
 
 class OverLimit(SmqError):
@@ -182,6 +201,8 @@ class Status(enum.IntEnum):
     E_TASK_ACTIVE = -9
     E_TASK_MISSING = -10
     E_NO_DEDUPLICATION_ID = -11
+    E_PURGE_IN_PROGRESS = -12
+    E_RECEIPT_EXPIRED = -13
     DELETED = 1
     ALREADY_GONE = 2
     STALE_IGNORED = 3
@@ -190,8 +211,16 @@ class Status(enum.IntEnum):
 
 _ERRORS: dict[int, tuple[type[SmqError], str]] = {
     Status.E_QUEUE_MISSING: (QueueDoesNotExist, "queue {queue!r} does not exist"),
-    Status.E_TOO_LONG: (MessageTooLong, "message is larger than the queue's MaximumMessageSize"),
+    Status.E_TOO_LONG: (
+        MessageTooLong,
+        "One or more parameters are invalid. Reason: Message must be shorter than {detail} bytes.",
+    ),
     Status.E_NOT_INFLIGHT: (MessageNotInflight, "message is not in flight"),
+    Status.E_RECEIPT_EXPIRED: (ReceiptExpired, "The receipt handle has expired."),
+    Status.E_PURGE_IN_PROGRESS: (
+        PurgeQueueInProgress,
+        "Only one PurgeQueue operation on {queue} is allowed every 60 seconds.",
+    ),
     Status.E_STALE_RECEIPT: (
         StaleReceipt,
         "receipt is stale: the message was received again since",
@@ -210,7 +239,8 @@ _ERRORS: dict[int, tuple[type[SmqError], str]] = {
     Status.E_TASK_MISSING: (MoveTaskNotFound, "no message move task {detail} on queue {queue!r}"),
     Status.E_NO_DEDUPLICATION_ID: (
         InvalidParameter,
-        "FIFO queue {queue!r} has no content-based deduplication: give each message a deduplication id",
+        "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId "
+        "provided explicitly",
     ),
 }
 

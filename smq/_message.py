@@ -30,7 +30,8 @@ from ._errors import (
 )
 
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+# Letters of any script (SQS takes non-ASCII letters), digits, "_", "-" and ".".
+_ATTRIBUTE_NAME = re.compile(r"[\w.-]{1,256}")
 _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
 _RECEIPT = re.compile(r"([A-Za-z0-9_.-]{1,80}):([A-Za-z0-9-]{1,64}):([A-Za-z0-9_-]{16,64})")
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
@@ -72,7 +73,8 @@ def _check_number(name: str, text: str) -> None:
 def check_attribute_name(name: object) -> str:
     if not isinstance(name, str) or not _ATTRIBUTE_NAME.fullmatch(name):
         raise InvalidAttributeName(
-            f"message attribute name {name!r} must be 1-256 of letters, digits, '_', '-', '.'"
+            f"The message attribute name '{name}' is invalid. Attribute name can contain A-Z, a-z, 0-9, "
+            "underscore (_), hyphen (-), and period (.) characters."
         )
     lowered = name.lower()
     if lowered.startswith(("aws.", "amazon.")) or name.startswith(".") or name.endswith(".") or ".." in name:
@@ -103,7 +105,8 @@ def to_attribute(name: str, value: AttributeValue) -> MessageAttribute:
     data_type = attribute.data_type
     if not isinstance(data_type, str) or len(data_type) > 256 or not _DATA_TYPE.fullmatch(data_type):
         raise InvalidAttributeValue(
-            f"message attribute {name!r}: data type {data_type!r} must be String, Number or Binary"
+            f"The message attribute '{name}' has an invalid message attribute type, the set of supported "
+            "type prefixes is Binary, Number, and String."
         )
     binary = data_type.startswith("Binary")
     if binary != isinstance(attribute.value, bytes):
@@ -111,7 +114,9 @@ def to_attribute(name: str, value: AttributeValue) -> MessageAttribute:
             f"message attribute {name!r}: a {data_type} value must be {'bytes' if binary else 'str'}"
         )
     if len(attribute.value) == 0:
-        raise InvalidAttributeValue(f"message attribute {name!r} must have a non-empty value")
+        raise InvalidAttributeValue(
+            f"Message (user) attribute '{name}' must contain a non-empty value of type '{data_type}'."
+        )
     if isinstance(attribute.value, str):
         if _FORBIDDEN_CHARS.search(attribute.value):
             raise InvalidAttributeValue(f"message attribute {name!r} has characters SQS does not allow")
@@ -156,7 +161,8 @@ def check_fifo_id(name: str, value: object) -> str:
     """A MessageGroupId or MessageDeduplicationId: 1-128 ASCII letters, digits or punctuation."""
     if not isinstance(value, str) or not _FIFO_ID.fullmatch(value):
         raise InvalidParameter(
-            f"{name} {value!r} is invalid: use 1 to 128 ASCII letters, digits or punctuation"
+            f"Value {value} for parameter {name} is invalid. Reason: {name} can only include "
+            "alphanumeric and punctuation characters. 1 to 128 in length."
         )
     return value
 
@@ -222,10 +228,9 @@ def new_message_ids(count: int) -> list[str]:
 def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:
     """(message_id, token) of a receipt handle ``<queue>:<message_id>:<token>``."""
     match = _RECEIPT.fullmatch(receipt) if isinstance(receipt, str) else None
-    if match is None:
-        raise ReceiptHandleIsInvalid(f"receipt handle {receipt!r} is not one smq issued")
-    if match.group(1) != queue:
-        raise ReceiptHandleIsInvalid(f"receipt handle was issued by queue {match.group(1)!r}, not {queue!r}")
+    if match is None or match.group(1) != queue:
+        # One text for garbage and for another queue's receipt, as SQS.
+        raise ReceiptHandleIsInvalid(f'The input receipt handle "{receipt}" is not a valid receipt handle.')
     return match.group(2), match.group(3)
 
 

@@ -282,7 +282,10 @@ class Queue:
         ``receipt_handle`` is the handle of a receive, or the Message itself.
 
         0 makes it visible at once. Counted from this call, for this receipt
-        only. Raises MessageNotInflight, StaleReceipt, or
+        only. The newest receipt may do this after its timeout ran out, as long
+        as nobody received the message since: the message is hidden again
+        (on a FIFO queue that raises ``ReceiptExpired``, as on SQS). Raises
+        MessageNotInflight (deleted), StaleReceipt (received again since), or
         VisibilityCeilingExceeded (past 12 h after the receive).
         """
         self._change([ChangeEntry("single", _receipt_of(receipt_handle), visibility_timeout)], single=True)
@@ -341,7 +344,8 @@ class Queue:
         """Delete a received message by its receipt handle (or the Message itself).
 
         Returns True if this call deleted it. The newest receipt of a message
-        deletes it even after its timeout ran out (the work is done). A stale
+        deletes it even after its timeout ran out (the work is done), except on
+        a FIFO queue, where that raises ``ReceiptExpired`` as on SQS. A stale
         receipt, from before the message was received again, deletes nothing
         and returns False, as SQS does; smq counts it in ``stale_receipts``.
         Deleting a message already gone returns False too.
@@ -357,9 +361,15 @@ class Queue:
 
     def _delete(self, entries: Sequence[DeleteEntry], *, single: bool) -> BatchResult[str]:
         pending, failed, statuses = self._by_receipt("delete", entries, single)
-        if single:
-            return BatchResult(pending if statuses == [Status.DELETED] else [], failed)
-        return BatchResult(pending, failed)
+        successful: list[str] = []
+        for entry_id, status in zip(pending, statuses, strict=True):
+            if status < 0:  # E_RECEIPT_EXPIRED: a FIFO receipt whose timeout ran out
+                if single:
+                    raise error_for(status, self.name)
+                failed.append(failure(entry_id, error_for(status, self.name)))
+            elif status == Status.DELETED or not single:
+                successful.append(entry_id)
+        return BatchResult(successful, failed)
 
     # -- the queue itself ----------------------------------------------------------
 
@@ -471,9 +481,17 @@ class Queue:
         reply = self._client.run("list_tags", self.keys, [self._client._now_arg()], queue=self.name)
         return text_pairs(reply[1:])
 
-    def purge(self) -> int:
-        """Delete every message of the queue; returns how many there were."""
-        reply = self._client.run("purge", self.keys, [self._client._now_arg()], queue=self.name)
+    def purge(self, *, interval: float = 0) -> int:
+        """Delete every message of the queue; returns how many there were.
+
+        The queue's deduplication ids go too, as on SQS. With ``interval``,
+        raise ``PurgeQueueInProgress`` if the queue was purged less than that
+        many seconds ago (SQS allows one purge per 60 seconds; the HTTP API
+        passes 60).
+        """
+        interval_ms = check_int("interval", round(interval * 1000), 0, 86_400_000)
+        args = [self._client._now_arg(), interval_ms]
+        reply = self._client.run("purge", self.keys, args, queue=self.name)
         return int(reply[1])
 
 

@@ -17,7 +17,6 @@ from ._config import check_int
 from ._errors import (
     BatchRequestTooLong,
     InvalidParameter,
-    MessageTooLong,
     MissingParameter,
     SmqError,
     Status,
@@ -69,10 +68,12 @@ def _script_args(
         payload = encode_payload(body, attributes, header)
         return size, attributes, [message_id, delay_ms, size, payload, given or ""]
     if group is None:
-        raise MissingParameter(f"a message to FIFO queue {queue.name!r} needs a message group id")
-    if entry.delay_seconds is not None:
+        raise MissingParameter("The request must contain the parameter MessageGroupId.")
+    if entry.delay_seconds not in (None, 0):
+        # SQS takes 0 (the queue's DelaySeconds applies) and refuses any other value.
         raise InvalidParameter(
-            f"FIFO queue {queue.name!r} takes no per-message delay_seconds; the queue's DelaySeconds applies"
+            f"Value {entry.delay_seconds} for parameter DelaySeconds is invalid. Reason: The request "
+            "include parameter that is not valid for this queue type."
         )
     given = entry.deduplication_id
     if given is not None:
@@ -102,8 +103,10 @@ def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -
         pending.append((entry, message_id, attributes))
     if total > MAX_BATCH_BYTES:
         if single:
-            raise MessageTooLong(f"the message is {total} bytes; at most {MAX_BATCH_BYTES}")
-        raise BatchRequestTooLong(f"the batch adds up to {total} bytes; at most {MAX_BATCH_BYTES}")
+            raise error_for(Status.E_TOO_LONG, queue.name, MAX_BATCH_BYTES)
+        raise BatchRequestTooLong(
+            f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes."
+        )
     if not pending:
         return BatchResult([], failed)
     args[2] = len(pending)
@@ -121,8 +124,10 @@ def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -
             successful.append(
                 SendResult(message_id, entry.body, attributes, entry_id, seq or None, duplicate)
             )
-        elif single:
-            raise error_for(status, queue.name)
         else:
-            failed.append(failure(entry.id, error_for(status, queue.name)))
+            # E_TOO_LONG names the queue's limit in place of the id (or sequence number).
+            error = error_for(status, queue.name, seq or message_id)
+            if single:
+                raise error
+            failed.append(failure(entry.id, error))
     return BatchResult(successful, failed)

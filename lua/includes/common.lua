@@ -16,6 +16,8 @@ local E_TAG_LIMIT = -8
 local E_TASK_ACTIVE = -9
 local E_TASK_MISSING = -10
 local E_NO_DEDUPLICATION_ID = -11
+local E_PURGE_IN_PROGRESS = -12
+local E_RECEIPT_EXPIRED = -13
 -- Positive per-entry outcomes of delete.
 local DELETED = 1
 local ALREADY_GONE = 2

@@ -94,9 +94,11 @@ local function record_group(record)
 end
 
 -- Store a message in its group, behind the group's other messages; list the
--- group when it is new. Returns the message's sequence number (20 digits).
+-- group when it is new. Returns the message's sequence number: 20 digits, a
+-- 1 then the queue's count zero-padded, so it reads as the large decimal SQS
+-- gives and sorts as text behind the '0'-led numbers of earlier releases.
 local function fifo_add(k, id, group, sent, now, delay_ms)
-  local seq = string.format('%020d', redis.call('HINCRBY', k.meta, 'fifo_seq', 1))
+  local seq = string.format('1%019d', redis.call('HINCRBY', k.meta, 'fifo_seq', 1))
   redis.call('HSET', k.fifo, id, group .. ' ' .. seq .. ' ' .. sent)
   redis.call('ZADD', k.ordered, 0, group .. ' ' .. seq .. ' ' .. id)
   if delay_ms > 0 and sent + delay_ms > now then

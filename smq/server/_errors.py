@@ -1,11 +1,12 @@
 """SQS error codes: the one table of the HTTP layer.
 
-Every error the API returns is an ``SqsError``. Its ``code`` is the
-name SQS gives it in the JSON protocol (``__type`` is
-``com.amazonaws.sqs#<code>``); ``query_code`` is the code of the Query
-protocol, which the JSON protocol repeats in the ``x-amzn-query-error``
+Every error the API returns is an ``SqsError``. Its ``code`` names it
+here; ``json_type`` is the name SQS gives it in the JSON protocol (``__type``
+is ``com.amazonaws.sqs#<json_type>``); ``query_code`` is the code of the
+Query protocol, which the JSON protocol repeats in the ``x-amzn-query-error``
 header, so that SDKs that check ``Error.Code`` and SDKs that raise modelled
-exceptions both recognise it.
+exceptions both recognise it. Codes, statuses, types and texts are the live
+service's where it was recorded.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ ERRORS: dict[str, tuple[str, int]] = {
     "QueueNameExists": ("QueueAlreadyExists", 400),
     "QueueDeletedRecently": ("AWS.SimpleQueueService.QueueDeletedRecently", 400),
     "BatchEntryIdsNotDistinct": ("AWS.SimpleQueueService.BatchEntryIdsNotDistinct", 400),
-    "BatchRequestTooLong": ("AWS.SimpleQueueService.BatchRequestTooLong", 400),
-    "EmptyBatchRequest": ("AWS.SimpleQueueService.EmptyBatchRequest", 400),
-    "InvalidBatchEntryId": ("AWS.SimpleQueueService.InvalidBatchEntryId", 400),
+    # The live service answers these three with their short codes.
+    "BatchRequestTooLong": ("BatchRequestTooLong", 400),
+    "EmptyBatchRequest": ("EmptyBatchRequest", 400),
+    "InvalidBatchEntryId": ("InvalidBatchEntryId", 400),
     "TooManyEntriesInBatchRequest": ("AWS.SimpleQueueService.TooManyEntriesInBatchRequest", 400),
     "MessageNotInflight": ("AWS.SimpleQueueService.MessageNotInflight", 400),
     "PurgeQueueInProgress": ("AWS.SimpleQueueService.PurgeQueueInProgress", 403),
@@ -50,6 +52,14 @@ ERRORS: dict[str, tuple[str, int]] = {
     "InternalFailure": ("InternalFailure", 500),
     "ServiceUnavailable": ("ServiceUnavailable", 503),
 }
+# JSON ``__type`` names that differ from the code (as the live service sends them).
+_JSON_TYPES = {
+    "InvalidParameterValue": "InvalidParameterValueException",
+    "MissingParameter": "MissingRequiredParameterException",
+}
+NO_QUEUE = "The specified queue does not exist."
+# The Query protocol's wording of the same error.
+_QUERY_TEXTS = {NO_QUEUE: "The specified queue does not exist for this wsdl version."}
 
 
 class SqsError(Exception):
@@ -62,6 +72,14 @@ class SqsError(Exception):
         self.code = code
         self.message = message
         self.query_code, self.status = ERRORS[code]
+
+    @property
+    def json_type(self) -> str:
+        return _JSON_TYPES.get(self.code, self.code)
+
+    @property
+    def query_message(self) -> str:
+        return _QUERY_TEXTS.get(self.message, self.message)
 
     @property
     def sender_fault(self) -> bool:
@@ -94,7 +112,10 @@ _FROM_CORE: dict[type[core.SmqError], str] = {
     core.QueueDoesNotExist: "QueueDoesNotExist",
     core.QueueNameExists: "QueueNameExists",
     core.ReceiptHandleIsInvalid: "ReceiptHandleIsInvalid",
-    core.MessageNotInflight: "MessageNotInflight",
+    # A change on a deleted message: the live service answers InvalidParameterValue.
+    core.MessageNotInflight: "InvalidParameterValue",
+    core.ReceiptExpired: "InvalidParameterValue",
+    core.PurgeQueueInProgress: "PurgeQueueInProgress",
     # SQS answers a change by a receipt that no longer holds the message so.
     core.StaleReceipt: "InvalidParameterValue",
     core.OverLimit: "OverLimit",
@@ -109,6 +130,8 @@ _BY_NAME = {kind.__name__: code for kind, code in _FROM_CORE.items()}
 
 def from_core(error: core.SmqError) -> SqsError:
     """The SQS error for an exception of the queue core."""
+    if isinstance(error, core.QueueDoesNotExist):
+        return SqsError("QueueDoesNotExist", NO_QUEUE)
     for kind in type(error).__mro__:
         code = _FROM_CORE.get(kind)
         if code is not None:

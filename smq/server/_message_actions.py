@@ -95,6 +95,8 @@ def _message_attributes(raw: Any) -> dict[str, MessageAttribute]:
 
 def _send_entry(entry_id: str, params: Mapping[str, Any], fifo: bool) -> SendEntry:
     body = p.string(params, "MessageBody", required=True)
+    if body == "":
+        raise SqsError("MissingParameter", "The request must contain the parameter MessageBody.")
     deduplication_id = p.string(params, "MessageDeduplicationId")
     if deduplication_id is not None and not fifo:
         raise SqsError(
@@ -105,7 +107,7 @@ def _send_entry(entry_id: str, params: Mapping[str, Any], fifo: bool) -> SendEnt
     if fifo and group is None:
         raise SqsError("MissingParameter", "The request must contain the parameter MessageGroupId.")
     delay = p.integer(params, "DelaySeconds", 0, 900)
-    if fifo and delay is not None:
+    if fifo and delay:  # 0 is accepted: the queue's delay applies
         raise SqsError(
             "InvalidParameterValue",
             f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request include parameter "
@@ -185,7 +187,7 @@ def _entry_failure(entry_id: str, error: SqsError) -> Result:
 
 async def send_message_batch(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    raw = p.entries(params)
+    raw = p.entries(params, "SendMessageBatchRequestEntry")
     ids = _batch_ids(raw)
     entries: list[SendEntry] = []
     failed: list[Result] = []
@@ -193,6 +195,8 @@ async def send_message_batch(ctx: Context, params: Result) -> Result:
         try:
             entries.append(_send_entry(entry_id, entry, queue.fifo))
         except SqsError as error:
+            if queue.fifo and error.code == "MissingParameter":
+                raise  # as SQS: a FIFO entry without its group fails the whole request
             failed.append(_entry_failure(entry_id, error))
     successful: list[Result] = []
     if entries:
@@ -221,7 +225,7 @@ def _wanted_attribute_names(params: Mapping[str, Any]) -> set[str]:
 def _attribute_filter(params: Mapping[str, Any]) -> list[str]:
     names = p.string_list(params, "MessageAttributeNames")
     for name in names:
-        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,256}(\.\*)?|\.\*|All", name):
+        if not re.fullmatch(r"[\w.-]{1,256}(\.\*)?|\.\*|\*|All", name):
             raise SqsError("InvalidParameterValue", f"Message attribute name {name!r} is invalid.")
     return names
 
@@ -229,7 +233,7 @@ def _attribute_filter(params: Mapping[str, Any]) -> list[str]:
 def _selected(attributes: Mapping[str, MessageAttribute], wanted: list[str]) -> dict[str, MessageAttribute]:
     if not wanted or not attributes:
         return {}
-    if "All" in wanted or ".*" in wanted:
+    if "All" in wanted or ".*" in wanted or "*" in wanted:
         return dict(attributes)
     prefixes = tuple(name[:-1] for name in wanted if name.endswith(".*"))
     exact = set(wanted)
@@ -278,7 +282,13 @@ async def receive_message(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     max_messages = p.integer(params, "MaxNumberOfMessages", 1, MAX_BATCH) or 1
     visibility = p.integer(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT)
-    wait = p.integer(params, "WaitTimeSeconds", 0, MAX_WAIT_SECONDS)
+    wait = p.integer(
+        params,
+        "WaitTimeSeconds",
+        0,
+        MAX_WAIT_SECONDS,
+        reason=f"Must be >= 0 and <= {MAX_WAIT_SECONDS}, if provided.",
+    )
     attempt_id = p.string(params, "ReceiveRequestAttemptId") or ""  # FIFO only: ignored on standard queues
     if attempt_id and queue.fifo:
         try:
@@ -298,11 +308,33 @@ async def receive_message(ctx: Context, params: Result) -> Result:
 
 # -- visibility and delete --------------------------------------------------------
 
+# Why a receipt cannot act, in the live service's words (the text names the handle).
+_RECEIPT_REASONS = {
+    "MessageNotInflight": "Message does not exist or is not available for visibility timeout change.",
+    "ReceiptExpired": "The receipt handle has expired.",
+}
+
+
+def _receipt_error(kind: str, receipt: str) -> SqsError | None:
+    reason = _RECEIPT_REASONS.get(kind)
+    if reason is None:
+        return None
+    return SqsError(
+        "InvalidParameterValue", f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: {reason}"
+    )
+
+
+async def _by_receipt(ctx: Context, receipt: str, method: Any, *args: Any) -> None:
+    try:
+        await ctx.call(method, receipt, *args)
+    except SmqError as error:
+        raise (_receipt_error(type(error).__name__, receipt) or from_core(error)) from None
+
 
 async def delete_message(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     receipt = p.required_string(params, "ReceiptHandle")
-    await ctx.call(queue.delete, receipt)
+    await _by_receipt(ctx, receipt, queue.delete)
     return {}
 
 
@@ -310,13 +342,13 @@ async def change_message_visibility(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     receipt = p.required_string(params, "ReceiptHandle")
     timeout = p.integer(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT, required=True)
-    await ctx.call(queue.change_visibility, receipt, timeout)
+    await _by_receipt(ctx, receipt, queue.change_visibility, timeout)
     return {}
 
 
 async def delete_message_batch(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    raw = p.entries(params)
+    raw = p.entries(params, "DeleteMessageBatchRequestEntry")
     ids = _batch_ids(raw)
     entries: list[DeleteEntry] = []
     failed: list[Result] = []
@@ -330,7 +362,7 @@ async def delete_message_batch(ctx: Context, params: Result) -> Result:
 
 async def change_message_visibility_batch(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    raw = p.entries(params)
+    raw = p.entries(params, "ChangeMessageVisibilityBatchRequestEntry")
     ids = _batch_ids(raw)
     entries: list[ChangeEntry] = []
     failed: list[Result] = []
@@ -350,5 +382,8 @@ async def _batch(ctx: Context, method: Any, entries: list[Any], failed: list[Res
     if entries:
         result = await ctx.call(method, entries)
         successful = [{"Id": entry_id} for entry_id in result.successful]
-        failed += [_failure(f) for f in result.failed]
+        receipts = {entry.id: entry.receipt_handle for entry in entries}
+        for failure in result.failed:
+            error = _receipt_error(failure.code, receipts[failure.id])
+            failed.append(_entry_failure(failure.id, error) if error else _failure(failure))
     return {"Successful": successful, "Failed": failed}

@@ -26,7 +26,13 @@ def required_string(params: Mapping[str, Any], name: str) -> str:
 
 
 def integer(
-    params: Mapping[str, Any], name: str, low: int, high: int, *, required: bool = False
+    params: Mapping[str, Any],
+    name: str,
+    low: int,
+    high: int,
+    *,
+    required: bool = False,
+    reason: str | None = None,
 ) -> int | None:
     value = params.get(name)
     if value is None:
@@ -36,7 +42,8 @@ def integer(
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise SqsError(
             "InvalidParameterValue",
-            f"Value {value!r} for parameter {name} is invalid. Reason: Must be between {low} and {high}.",
+            f"Value {value!r} for parameter {name} is invalid. Reason: "
+            + (reason or f"Must be between {low} and {high}, if provided."),
         )
     return value
 
@@ -61,12 +68,13 @@ def string_map(params: Mapping[str, Any], name: str) -> dict[str, str]:
     return value
 
 
-def entries(params: Mapping[str, Any]) -> list[dict[str, Any]]:
+def entries(params: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The Entries of a batch request; ``kind`` names an entry in the error (``SendMessageBatchRequestEntry``)."""
     value = params.get("Entries")
     if value is None:
         raise SqsError("MissingParameter", "The request must contain the parameter Entries.")
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise SqsError("InvalidParameterValue", "Entries must be a list of objects.")
     if not value:
-        raise SqsError("EmptyBatchRequest", "There should be at least one entry in the request.")
+        raise SqsError("EmptyBatchRequest", f"There should be at least one {kind} in the request.")
     return value

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._config import QueueInfo, RedrivePolicy, check_queue_name, is_fifo_name
-from .._errors import InvalidQueueName, SmqError
+from .._errors import InvalidQueueName, QueueNameExists, SmqError
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError
@@ -46,6 +46,12 @@ FIFO_ONLY = {
     "ContentBasedDeduplication": "content_based_deduplication",
     "DeduplicationScope": "deduplication_scope",
     "FifoThroughputLimit": "fifo_throughput_limit",
+}
+# QueueConfig field -> SQS attribute (extra attributes are named as in SQS already)
+_ATTRIBUTE_OF = {
+    **{field: name for name, field in SETTINGS.items()},
+    **{field: name for name, field in FIFO_ONLY.items()},
+    "redrive_policy": "RedrivePolicy",
 }
 ALL_NAMES = ("All", *SETTINGS, "RedrivePolicy", *STORED, *READ_ONLY, "FifoQueue", *FIFO_ONLY)
 
@@ -108,6 +114,19 @@ def _redrive_policy(ctx: Context, text: str) -> RedrivePolicy | None:
     return RedrivePolicy(dead_letters, count)
 
 
+def _fifo_queue(value: str, *, creating: bool, fifo: bool) -> None:
+    """Check FifoQueue as the live service does: the name decided the type (see create_queue)."""
+    wanted = _boolean("FifoQueue", value)
+    if not fifo and not (wanted and not creating):
+        # A standard queue knows no FifoQueue attribute, not even "false".
+        raise SqsError("InvalidAttributeName", "Unknown Attribute FifoQueue.")
+    if wanted != fifo:
+        raise SqsError(
+            "InvalidAttributeValue",
+            "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.",
+        )
+
+
 def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fifo: bool) -> dict[str, Any]:
     """QueueConfig keyword arguments for SQS queue attributes (of a FIFO queue when ``fifo``)."""
     settings: dict[str, Any] = {}
@@ -121,16 +140,16 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
             settings["redrive_policy"] = _redrive_policy(ctx, value)
         elif name in STORED:
             stored[name] = value
-        elif name == "FifoQueue" and creating:
-            _boolean(name, value)  # the name decided it: see create_queue
+        elif name == "FifoQueue":
+            _fifo_queue(value, creating=creating, fifo=fifo)
         elif name in FIFO_ONLY and fifo:
             if name == "ContentBasedDeduplication":
                 settings[FIFO_ONLY[name]] = _boolean(name, value)
             else:
                 settings[FIFO_ONLY[name]] = value  # QueueConfig names the allowed values
-        elif name in FIFO_ONLY or name == "FifoQueue":
+        elif name in FIFO_ONLY and name != "ContentBasedDeduplication":
             raise SqsError(
-                "InvalidAttributeName", f"Unknown Attribute {name}. It applies to FIFO queues only."
+                "InvalidAttributeName", f"You can specify the {name} only when FifoQueue is set to true."
             )
         else:
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
@@ -157,7 +176,14 @@ async def create_queue(ctx: Context, params: Result) -> Result:
     await _check_dead_letter_queue(ctx, settings)
     if tags:
         settings["tags"] = tags
-    await ctx.call(ctx.client.create_queue, name, **settings)
+    try:
+        await ctx.call(ctx.client.create_queue, name, **settings)
+    except QueueNameExists as error:
+        raise SqsError(
+            "QueueNameExists",
+            "A queue already exists with the same name and a different value for attribute "
+            + _ATTRIBUTE_OF.get(error.setting, error.setting),
+        ) from None
     return {"QueueUrl": ctx.url_of(name)}
 
 
@@ -217,7 +243,7 @@ async def delete_queue(ctx: Context, params: Result) -> Result:
 
 async def purge_queue(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    await ctx.call(queue.purge)
+    await ctx.call(functools.partial(queue.purge, interval=60))  # SQS: one purge per 60 s
     return {}
 
 
@@ -296,7 +322,7 @@ async def list_dead_letter_source_queues(ctx: Context, params: Result) -> Result
 
 async def tag_queue(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    if "Tags" not in params:
+    if not params.get("Tags"):  # absent (Query) or {} (JSON)
         raise SqsError("MissingParameter", "The request must contain the parameter Tags.")
     tags = p.string_map(params, "Tags")
     await ctx.call(queue.tag, tags)
@@ -308,6 +334,8 @@ async def untag_queue(ctx: Context, params: Result) -> Result:
     if "TagKeys" not in params:
         raise SqsError("MissingParameter", "The request must contain the parameter TagKeys.")
     keys = p.string_list(params, "TagKeys")
+    if not keys:
+        raise SqsError("InvalidParameterValue", "Tag keys must be between 1 and 128 characters in length.")
     await ctx.call(queue.untag, keys)
     return {}
 

@@ -243,7 +243,7 @@ def json_body(result: Mapping[str, Any]) -> bytes:
 
 
 def json_error(error: SqsError) -> tuple[bytes, dict[str, str]]:
-    body = json_body({"__type": f"com.amazonaws.sqs#{error.code}", "message": error.message})
+    body = json_body({"__type": f"com.amazonaws.sqs#{error.json_type}", "message": error.message})
     return body, {"x-amzn-query-error": f"{error.query_code};{error.fault}"}
 
 
@@ -365,6 +365,6 @@ def query_error(error: SqsError, request_id: str) -> bytes:
     return (
         f'<?xml version="1.0"?><ErrorResponse xmlns="{XML_NAMESPACE}"><Error>'
         f"<Type>{error.fault}</Type><Code>{_text(error.query_code)}</Code>"
-        f"<Message>{_text(error.message)}</Message><Detail/></Error>"
+        f"<Message>{_text(error.query_message)}</Message><Detail/></Error>"
         f"<RequestId>{request_id}</RequestId></ErrorResponse>"
     ).encode()
