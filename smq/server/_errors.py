@@ -19,10 +19,9 @@ ERRORS: dict[str, tuple[str, int]] = {
     "QueueNameExists": ("QueueAlreadyExists", 400),
     "QueueDeletedRecently": ("AWS.SimpleQueueService.QueueDeletedRecently", 400),
     "BatchEntryIdsNotDistinct": ("AWS.SimpleQueueService.BatchEntryIdsNotDistinct", 400),
-    # The live service answers these three with their short codes.
-    "BatchRequestTooLong": ("BatchRequestTooLong", 400),
-    "EmptyBatchRequest": ("EmptyBatchRequest", 400),
-    "InvalidBatchEntryId": ("InvalidBatchEntryId", 400),
+    "BatchRequestTooLong": ("AWS.SimpleQueueService.BatchRequestTooLong", 400),
+    "EmptyBatchRequest": ("AWS.SimpleQueueService.EmptyBatchRequest", 400),
+    "InvalidBatchEntryId": ("AWS.SimpleQueueService.InvalidBatchEntryId", 400),
     "TooManyEntriesInBatchRequest": ("AWS.SimpleQueueService.TooManyEntriesInBatchRequest", 400),
     "MessageNotInflight": ("AWS.SimpleQueueService.MessageNotInflight", 400),
     "PurgeQueueInProgress": ("AWS.SimpleQueueService.PurgeQueueInProgress", 403),
@@ -57,6 +56,12 @@ _JSON_TYPES = {
     "InvalidParameterValue": "InvalidParameterValueException",
     "MissingParameter": "MissingRequiredParameterException",
 }
+# Over JSON the live service names these three by their short code in
+# x-amzn-query-error (so Error.Code in today's SDKs); the Query protocol keeps
+# the long code its model maps to exceptions.
+_JSON_HEADER_CODES = {
+    code: code for code in ("BatchRequestTooLong", "EmptyBatchRequest", "InvalidBatchEntryId")
+}
 NO_QUEUE = "The specified queue does not exist."
 # The Query protocol's wording of the same error.
 _QUERY_TEXTS = {NO_QUEUE: "The specified queue does not exist for this wsdl version."}
@@ -76,6 +81,11 @@ class SqsError(Exception):
     @property
     def json_type(self) -> str:
         return _JSON_TYPES.get(self.code, self.code)
+
+    @property
+    def json_query_code(self) -> str:
+        """The code in the JSON protocol's ``x-amzn-query-error`` header."""
+        return _JSON_HEADER_CODES.get(self.code, self.query_code)
 
     @property
     def query_message(self) -> str:
