@@ -43,7 +43,7 @@ local ready = KEYS[11]
 local waiting = KEYS[12]
 local delayed = KEYS[13]
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
-  ready = ready, waiting = waiting, delayed = delayed}
+  ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local now = clock(ARGV[1])
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)

@@ -26,8 +26,8 @@
 --
 -- A message with no destination (no origin and none given) stays here.
 -- A FIFO queue gives up the messages of ready groups, each group's in
--- order, from its head up to the first message that stays; groups with a
--- message in flight or a delayed head keep theirs.
+-- order, from its head up to the first message that stays or is in flight;
+-- groups whose head is in flight or delayed keep theirs.
 -- Returns {OK, popped_n, live_n, [id, outbox_entry] * moved_n}: popped_n
 -- counts every id taken from the list, live_n those that were not deleted;
 -- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
@@ -48,7 +48,7 @@ local waiting = KEYS[14]
 local delayed = KEYS[15]
 local inflight = KEYS[16]
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
-  ready = ready, waiting = waiting, delayed = delayed}
+  ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local now = clock(ARGV[1])
 local max_messages = int_arg(ARGV[2], 1, 100)
 local token = ARGV[3]
@@ -95,16 +95,20 @@ if settings[3] == '1' then
       for i = 1, #members do
         ids[i] = member_id(members[i])
       end
-      local records, from = {}, {}
+      local records, from, held = {}, {}, {}
       if #ids > 0 then
         records = redis.call('HMGET', messages, unpack(ids))
         from = redis.call('HMGET', origins, unpack(ids))
+        held = redis.call('ZMSCORE', inflight, unpack(ids))
       end
       for i = 1, #ids do
         local id = ids[i]
         local dest = destination
         if dest == '' then
           dest = from[i] or ''
+        end
+        if held[i] then
+          break  -- in flight: it and the later messages of its group stay
         end
         popped = popped + 1
         if not records[i] then

@@ -57,7 +57,7 @@ local delayed = KEYS[15]
 local attempts = KEYS[16]
 local attempts_at = KEYS[17]
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
-  ready = ready, waiting = waiting, delayed = delayed}
+  ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local now = clock(ARGV[1])
 local max_messages = int_arg(ARGV[2], 1, 10)
 local visibility_ms = int_arg(ARGV[3], -1, CEILING_MS)
@@ -232,12 +232,13 @@ while want > 0 and skips > 0 do
   local handed = 0
   local empty = false
   local blocked_sent = nil
+  local blocked_inflight = false
   if redis.call('HGET', k.groups, group) ~= 'r' then
     skips = skips - 1  -- not marked ready: listed by mistake, so skipped
   else
     local low, high = group_range(group)
     while want > 0 and skips > 0 do
-      if empty or blocked_sent ~= nil then
+      if empty or blocked_sent ~= nil or blocked_inflight then
         break
       end
       local asked = want
@@ -253,6 +254,7 @@ while want > 0 and skips > 0 do
         local records = redis.call('HMGET', messages, unpack(ids))
         local states = redis.call('HMGET', state, unpack(ids))
         local infos = redis.call('HMGET', k.fifo, unpack(ids))
+        local held = redis.call('ZMSCORE', inflight, unpack(ids))
         for i = 1, #ids do
           local id = ids[i]
           local record = records[i]
@@ -262,7 +264,12 @@ while want > 0 and skips > 0 do
             local _t
             _t, receive_count, first_ms = parse_state(states[i])
           end
-          if not record then
+          if held[i] then
+            -- In flight: the group is blocked behind it (SQS's rule).
+            blocked_inflight = true
+            empty = false
+            break
+          elseif not record then
             redis.call('ZREM', k.ordered, members[i])
             redis.call('HDEL', k.fifo, id)
             skips = skips - 1
@@ -312,8 +319,8 @@ while want > 0 and skips > 0 do
         end
       end
     end
-    if handed > 0 then
-      redis.call('HSET', k.groups, group, handed)
+    if handed > 0 or blocked_inflight then
+      redis.call('HSET', k.groups, group, 'l')  -- its head is in flight now
     elseif blocked_sent ~= nil then
       redis.call('HSET', k.groups, group, 'w')
       redis.call('ZADD', k.waiting, blocked_sent, group)

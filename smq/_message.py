@@ -172,6 +172,18 @@ def fifo_header(group: str, deduplication_id: str) -> bytes:
     return b"f%d:%s%d:%s" % (len(group), group.encode(), len(deduplication_id), deduplication_id.encode())
 
 
+# The trace header rides with the message attributes under a name no sender
+# may use (SQS reserves the "AWS." prefix), and is taken out again on reading.
+TRACE_ATTRIBUTE = "AWS.TraceHeader"
+
+
+def check_trace_header(value: object) -> str:
+    """An AWSTraceHeader value: a non-empty string of characters SQS allows."""
+    if not isinstance(value, str) or not value or _FORBIDDEN_CHARS.search(value):
+        raise InvalidParameter(f"Value {value} for parameter AWSTraceHeader is invalid.")
+    return value
+
+
 def encode_payload(body: bytes, attributes: Mapping[str, MessageAttribute], header: bytes = b"") -> bytes:
     if not attributes:
         return header + b"0:" + body
@@ -188,8 +200,8 @@ def encode_payload(body: bytes, attributes: Mapping[str, MessageAttribute], head
 
 def decode_record(
     record: bytes,
-) -> tuple[int, dict[str, MessageAttribute], str, str | None, str | None]:
-    """(sent_ms, attributes, body, group id, deduplication id) of a stored record."""
+) -> tuple[int, dict[str, MessageAttribute], str, str | None, str | None, str | None]:
+    """(sent_ms, attributes, body, group id, deduplication id, trace header) of a stored record."""
     sent, _, payload = record.partition(b"|")
     group = deduplication_id = None
     if payload[:1] == b"f":
@@ -210,7 +222,9 @@ def decode_record(
             if data_type.startswith("Binary"):
                 value = base64.b64decode(value)
             attributes[name] = MessageAttribute(data_type, value)
-    return int(sent), attributes, payload[start + size :].decode("utf-8"), group, deduplication_id
+    trace = attributes.pop(TRACE_ATTRIBUTE, None)
+    trace_header = trace.value if trace is not None and isinstance(trace.value, str) else None
+    return int(sent), attributes, payload[start + size :].decode("utf-8"), group, deduplication_id, trace_header
 
 
 def new_message_ids(count: int) -> list[str]:
@@ -253,6 +267,7 @@ class Message:
             of the body on a content-based queue).
         sequence_number: FIFO: SequenceNumber, 20 digits, increasing in
             send order within the queue.
+        trace_header: The AWSTraceHeader system attribute sent with it, or None.
     """
 
     queue: str
@@ -266,6 +281,7 @@ class Message:
     message_group_id: str | None = None
     deduplication_id: str | None = None
     sequence_number: str | None = None
+    trace_header: str | None = None
 
     @property
     def md5_of_body(self) -> str:
@@ -294,6 +310,8 @@ class SendEntry:
             unless the queue has content-based deduplication; on a standard
             queue optional (an smq extension). Within 5 minutes a second send
             with the same id is accepted and not stored again.
+        trace_header: The AWSTraceHeader system attribute (an X-Ray trace
+            header), kept with the message and returned on receive.
     """
 
     id: str
@@ -302,6 +320,7 @@ class SendEntry:
     attributes: Mapping[str, AttributeValue] | None = None
     message_group_id: str | None = None
     deduplication_id: str | None = None
+    trace_header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +336,7 @@ class SendResult:
         duplicate: True when a message with the same deduplication id
             was sent within 5 minutes: this one was accepted and dropped, and
             ``message_id`` and ``sequence_number`` are the first one's.
+        trace_header: The AWSTraceHeader sent, or None.
     """
 
     message_id: str
@@ -325,6 +345,7 @@ class SendResult:
     id: str = ""
     sequence_number: str | None = None
     duplicate: bool = False
+    trace_header: str | None = None
 
     @property
     def md5_of_body(self) -> str:
@@ -335,6 +356,18 @@ class SendResult:
     def md5_of_message_attributes(self) -> str | None:
         """MD5OfMessageAttributes, as SQS computes it (None without attributes)."""
         return md5_of_attributes(self.attributes)
+
+    @property
+    def md5_of_message_system_attributes(self) -> str | None:
+        """MD5OfMessageSystemAttributes, as SQS computes it (None without a trace header)."""
+        return md5_of_system_attributes(self.trace_header)
+
+
+def md5_of_system_attributes(trace_header: str | None) -> str | None:
+    """The digest SQS computes over the system attributes, as over message attributes."""
+    if trace_header is None:
+        return None
+    return md5_of_attributes({"AWSTraceHeader": MessageAttribute("String", trace_header)})
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,7 @@ class Queue:
         attributes: Mapping[str, AttributeValue] | None = None,
         message_group_id: str | None = None,
         deduplication_id: str | None = None,
+        trace_header: str | None = None,
     ) -> SendResult:
         """Send one message. Raises MessageTooLong, InvalidMessageContents, ...
 
@@ -96,8 +97,12 @@ class Queue:
         5 minutes is accepted and not stored again (``SendResult.duplicate``).
         On a standard queue ``deduplication_id`` is optional and works the
         same way: an smq extension for producers that may retry a send.
+        ``trace_header`` is the AWSTraceHeader system attribute, returned with
+        the message on every receive.
         """
-        entry = SendEntry("single", body, delay_seconds, attributes, message_group_id, deduplication_id)
+        entry = SendEntry(
+            "single", body, delay_seconds, attributes, message_group_id, deduplication_id, trace_header
+        )
         return send_one(self, entry)
 
     def send_batch(self, entries: Sequence[SendEntry]) -> BatchResult[SendResult]:
@@ -256,7 +261,7 @@ class Queue:
         name = self.name
         for i in range(position, len(reply), stride):
             message_id = reply[i].decode()
-            sent_ms, attributes, body, group, deduplication_id = decode_record(reply[i + 1])
+            sent_ms, attributes, body, group, deduplication_id, trace = decode_record(reply[i + 1])
             messages.append(
                 Message(
                     name,
@@ -270,6 +275,7 @@ class Queue:
                     group,
                     deduplication_id,
                     reply[i + 4].decode() if stride == 5 else None,
+                    trace,
                 )
             )
         return messages, next_due_ms, wait_ms, False

@@ -28,9 +28,11 @@ from ._message import (
     MessageAttribute,
     SendEntry,
     SendResult,
+    TRACE_ATTRIBUTE,
     attributes_size,
     check_body,
     check_fifo_id,
+    check_trace_header,
     encode_payload,
     fifo_header,
     new_message_ids,
@@ -54,6 +56,9 @@ def _script_args(
     body = check_body(entry.body)
     attributes = to_attributes(entry.attributes)
     size = len(body) + attributes_size(attributes) if attributes else len(body)
+    stored = attributes  # what the payload keeps: the attributes, and the trace header (not counted)
+    if entry.trace_header is not None:
+        stored = {**attributes, TRACE_ATTRIBUTE: MessageAttribute("String", check_trace_header(entry.trace_header))}
     group = entry.message_group_id
     if group is not None:
         check_fifo_id("MessageGroupId", group)
@@ -65,7 +70,7 @@ def _script_args(
         if entry.delay_seconds is not None:
             delay_ms = check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
         header = fifo_header(group or "", given or "") if group is not None or given is not None else b""
-        payload = encode_payload(body, attributes, header)
+        payload = encode_payload(body, stored, header)
         return size, attributes, [message_id, delay_ms, size, payload, given or ""]
     if group is None:
         raise MissingParameter("The request must contain the parameter MessageGroupId.")
@@ -79,7 +84,7 @@ def _script_args(
     if given is not None:
         check_fifo_id("MessageDeduplicationId", given)
     digest = hashlib.sha256(body).hexdigest()
-    payload = encode_payload(body, attributes, fifo_header(group, given or digest))
+    payload = encode_payload(body, stored, fifo_header(group, given or digest))
     return size, attributes, [message_id, size, payload, group, given or "", digest]
 
 
@@ -122,7 +127,9 @@ def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -
             entry_id = "" if single else entry.id
             duplicate = status == Status.DUPLICATE
             successful.append(
-                SendResult(message_id, entry.body, attributes, entry_id, seq or None, duplicate)
+                SendResult(
+                    message_id, entry.body, attributes, entry_id, seq or None, duplicate, entry.trace_header
+                )
             )
         else:
             # E_TOO_LONG names the queue's limit in place of the id (or sequence number).

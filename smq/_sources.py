@@ -12,6 +12,7 @@ that looked in between.)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ._keys import QueueKeys
@@ -65,3 +66,25 @@ def list_sources(client: Client, name: str, limit: int | None, after: str) -> li
 def is_dead_letter_queue(client: Client, name: str) -> bool:
     """Whether some queue's redrive policy names ``name`` now."""
     return bool(list_sources(client, name, 1, ""))
+
+
+def dead_letter_origins(client: Client, name: str, message_ids: Sequence[str]) -> dict[str, str]:
+    """The queue each of these messages of ``name`` was dead-lettered from (SQS's
+    DeadLetterQueueSourceArn), for those that came by a dead-letter move.
+
+    A moved message records the queue it came from; it came as a dead letter
+    when that queue's redrive policy names ``name`` (a message redriven back
+    from its dead-letter queue came from a queue that names none).
+    """
+    if not message_ids:
+        return {}
+    found = client._call(client._redis.hmget, QueueKeys.of(name).origins, list(message_ids))
+    origins = {m: text(o) for m, o in zip(message_ids, found, strict=True) if o is not None}
+    candidates = sorted(set(origins.values()))
+    if not candidates:
+        return {}
+    pipe = client._redis.pipeline(transaction=False)
+    for candidate in candidates:
+        pipe.hget(QueueKeys.of(candidate).meta, "dlq")
+    targets = dict(zip(candidates, client._call(pipe.execute), strict=True))
+    return {m: o for m, o in origins.items() if targets[o] is not None and text(targets[o]) == name}

@@ -1095,16 +1095,6 @@ def test_a_deleted_queue_name_may_be_reused_at_once_without_queue_deleted_recent
     assert api.create_queue(QueueName="jobs")["QueueUrl"] == url  # SQS: wait 60 s
 
 
-def test_message_system_attributes_are_accepted_and_not_stored(api: Any, url: str) -> None:
-    trace = {
-        "AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-5759e988-bd862e3fe1be46a994272793"}
-    }
-    api.send_message(QueueUrl=url, MessageBody="traced", MessageSystemAttributes=trace)
-    message = receive_one(api, url, AttributeNames=["All", "AWSTraceHeader"])
-    assert message["Body"] == "traced"
-    assert "AWSTraceHeader" not in message["Attributes"]
-
-
 def test_list_valued_message_attributes_are_refused_as_invalid_parameter_value(api: Any, url: str) -> None:
     attributes = {"tags": {"DataType": "String", "StringListValues": ["a", "b"]}}
     with pytest.raises(ClientError) as caught:

@@ -7,10 +7,14 @@
 --   ordered (zset, every score 0): "<group> <seq> <id>"; a lex range over
 --     "<group> " is that group's stored messages in send order
 --   groups (hash): group -> 'r' (listed in ready), 'w' (listed in waiting),
---     or n > 0 (n of its messages are in flight: the group is locked)
+--     or 'l' (locked: its head is in flight; a number, from earlier
+--     releases, means the same)
 --   ready (list): groups whose head may be received, oldest first
 --   waiting (zset): groups whose head is still delayed, scored by the
 --     head's sent_ms (the queue's delay is retroactive, as in SQS)
+-- As on SQS, a group is blocked only behind its messages in flight: it is
+-- ready when its head (first stored message) is not in flight, and a receive
+-- takes from the head up to the first message in flight.
 -- Every group with stored messages is in `groups` and in exactly one of
 -- ready, waiting or locked; a group may stay listed after its last message
 -- was deleted, and receive forgets it when it reaches it. Group ids are 1-128
@@ -33,14 +37,20 @@ local function parse_fifo(info)
   return group, seq, tonumber(sent)
 end
 
--- Put a group that holds no message in flight where receives find it:
--- ready, waiting (its head is delayed), or forgotten (no messages left).
+-- Put a group where its head says: locked (the head is in flight; only
+-- checked where k.inflight is given: a group new to `groups` has nothing in
+-- flight), ready, waiting (its head is delayed), or forgotten (no messages).
+-- Returns true when the group is ready or waiting.
 local function fifo_schedule(k, group, now, delay_ms)
   local low, high = group_range(group)
   local head = redis.call('ZRANGEBYLEX', k.ordered, low, high, 'LIMIT', 0, 1)
   if not head[1] then
     redis.call('HDEL', k.groups, group)
-    return
+    return false
+  end
+  if k.inflight and redis.call('ZSCORE', k.inflight, member_id(head[1])) then
+    redis.call('HSET', k.groups, group, 'l')
+    return false
   end
   if delay_ms > 0 then
     local info = redis.call('HGET', k.fifo, member_id(head[1]))
@@ -48,26 +58,23 @@ local function fifo_schedule(k, group, now, delay_ms)
     if sent ~= nil and sent + delay_ms > now then
       redis.call('HSET', k.groups, group, 'w')
       redis.call('ZADD', k.waiting, sent, group)
-      return
+      return true
     end
   end
   redis.call('HSET', k.groups, group, 'r')
   redis.call('RPUSH', k.ready, group)
+  return true
 end
 
--- One message of `group` left flight (deleted, timed out, released): the
--- group unlocks when it was the last. Returns true when it unlocked.
+-- A message of a locked `group` left flight (deleted, timed out, released;
+-- k.inflight already updated): the group unlocks when its head is no longer
+-- in flight. Returns true when it unlocked.
 local function fifo_release(k, group, now, delay_ms)
-  local held = tonumber(redis.call('HGET', k.groups, group))
-  if held == nil then
+  local marked = redis.call('HGET', k.groups, group)
+  if marked == false or marked == 'r' or marked == 'w' then
     return false
   end
-  if held > 1 then
-    redis.call('HSET', k.groups, group, held - 1)
-    return false
-  end
-  fifo_schedule(k, group, now, delay_ms)
-  return true
+  return fifo_schedule(k, group, now, delay_ms)
 end
 
 -- Forget a message's place in its group (deleted, dropped, or moved out).

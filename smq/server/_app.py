@@ -131,6 +131,7 @@ class Service:
                 path=request.path if protocol == "query" else "/",
                 sender=sender,
                 kick_move_tasks=self.kick_move_tasks,
+                trace_header=request.headers.get("X-Amzn-Trace-Id") or None,
             )
             result = await ACTIONS[action](context, params)
             response = _reply(protocol, action, result, request_id)

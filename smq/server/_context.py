@@ -66,6 +66,7 @@ class Context:
     path: str = "/"
     sender: str = ""
     kick_move_tasks: Callable[[], None] = lambda: None
+    trace_header: str | None = None  # the request's X-Amzn-Trace-Id header
 
     def url_of(self, name: str) -> str:
         return f"{self.base_url}/{self.config.account_id}/{name}"

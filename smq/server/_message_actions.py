@@ -24,6 +24,7 @@ from .._message import (
     check_fifo_id,
 )
 from .._queue import MAX_WAIT_SECONDS
+from .._sources import dead_letter_origins
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError, code_for, from_core
@@ -37,13 +38,8 @@ _SYSTEM_ATTRIBUTES = (
     "ApproximateFirstReceiveTimestamp",
 )
 _GROUP_ATTRIBUTES = ("MessageGroupId", "MessageDeduplicationId", "SequenceNumber")
-_KNOWN_SYSTEM_ATTRIBUTES = {
-    "All",
-    *_SYSTEM_ATTRIBUTES,
-    *_GROUP_ATTRIBUTES,
-    "AWSTraceHeader",
-    "DeadLetterQueueSourceArn",
-}
+_OPTIONAL_ATTRIBUTES = ("AWSTraceHeader", "DeadLetterQueueSourceArn")
+_KNOWN_SYSTEM_ATTRIBUTES = {"All", *_SYSTEM_ATTRIBUTES, *_GROUP_ATTRIBUTES, *_OPTIONAL_ATTRIBUTES}
 
 
 # -- send -------------------------------------------------------------------------
@@ -93,7 +89,36 @@ def _message_attributes(raw: Any) -> dict[str, MessageAttribute]:
     return attributes
 
 
-def _send_entry(entry_id: str, params: Mapping[str, Any], fifo: bool) -> SendEntry:
+def _trace_header(params: Mapping[str, Any], from_request: str | None) -> str | None:
+    """AWSTraceHeader: MessageSystemAttributes', else the request's X-Amzn-Trace-Id header."""
+    raw = params.get("MessageSystemAttributes")
+    if raw is None:
+        return from_request
+    if not isinstance(raw, dict):
+        raise SqsError("InvalidParameterValue", "MessageSystemAttributes must be a map.")
+    for name in raw:
+        if name != "AWSTraceHeader":
+            raise SqsError("InvalidParameterValue", f"Message system attribute name '{name}' is invalid.")
+    value = raw.get("AWSTraceHeader")
+    if value is None:
+        return from_request
+    if not isinstance(value, dict) or value.get("DataType") != "String":
+        raise SqsError(
+            "InvalidParameterValue",
+            "The message system attribute 'AWSTraceHeader' must be of type 'String'.",
+        )
+    text = value.get("StringValue")
+    if not isinstance(text, str) or not text:
+        raise SqsError(
+            "InvalidParameterValue",
+            "Message (system) attribute 'AWSTraceHeader' must contain a non-empty value of type 'String'.",
+        )
+    return text
+
+
+def _send_entry(
+    entry_id: str, params: Mapping[str, Any], fifo: bool, trace_header: str | None = None
+) -> SendEntry:
     body = p.string(params, "MessageBody", required=True)
     if body == "":
         raise SqsError("MissingParameter", "The request must contain the parameter MessageBody.")
@@ -113,9 +138,7 @@ def _send_entry(entry_id: str, params: Mapping[str, Any], fifo: bool) -> SendEnt
             f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request include parameter "
             "that is not valid for this queue type.",
         )
-    # On a standard queue MessageGroupId is kept and returned (it orders
-    # nothing there); MessageSystemAttributes (AWSTraceHeader) are accepted
-    # and not stored.
+    # On a standard queue MessageGroupId is kept and returned (it orders nothing there).
     return SendEntry(
         entry_id,
         body or "",
@@ -123,6 +146,7 @@ def _send_entry(entry_id: str, params: Mapping[str, Any], fifo: bool) -> SendEnt
         _message_attributes(params.get("MessageAttributes")),
         group,
         deduplication_id,
+        _trace_header(params, trace_header),
     )
 
 
@@ -131,6 +155,9 @@ def _send_fields(result: SendResult) -> Result:
     digest = result.md5_of_message_attributes
     if digest:
         fields["MD5OfMessageAttributes"] = digest
+    system_digest = result.md5_of_message_system_attributes
+    if system_digest:
+        fields["MD5OfMessageSystemAttributes"] = system_digest
     if result.sequence_number is not None:
         fields["SequenceNumber"] = result.sequence_number
     return fields
@@ -146,7 +173,7 @@ def _core_call(error: SmqError, context: str = "") -> SqsError:
 
 async def send_message(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    entry = _send_entry("single", params, queue.fifo)
+    entry = _send_entry("single", params, queue.fifo, ctx.trace_header)
     try:
         result = await ctx.call(
             functools.partial(
@@ -156,6 +183,7 @@ async def send_message(ctx: Context, params: Result) -> Result:
                 attributes=entry.attributes,
                 message_group_id=entry.message_group_id,
                 deduplication_id=entry.deduplication_id,
+                trace_header=entry.trace_header,
             )
         )
     except SmqError as error:
@@ -193,7 +221,7 @@ async def send_message_batch(ctx: Context, params: Result) -> Result:
     failed: list[Result] = []
     for entry_id, entry in zip(ids, raw, strict=True):
         try:
-            entries.append(_send_entry(entry_id, entry, queue.fifo))
+            entries.append(_send_entry(entry_id, entry, queue.fifo, ctx.trace_header))
         except SqsError as error:
             if queue.fifo and error.code == "MissingParameter":
                 raise  # as SQS: a FIFO entry without its group fails the whole request
@@ -219,7 +247,7 @@ def _wanted_attribute_names(params: Mapping[str, Any]) -> set[str]:
     unknown = names - _KNOWN_SYSTEM_ATTRIBUTES
     if unknown:
         raise SqsError("InvalidAttributeName", f"Unknown Attribute {sorted(unknown)[0]}.")
-    return {*_SYSTEM_ATTRIBUTES, *_GROUP_ATTRIBUTES} if "All" in names else names
+    return set(_KNOWN_SYSTEM_ATTRIBUTES) - {"All"} if "All" in names else names
 
 
 def _attribute_filter(params: Mapping[str, Any]) -> list[str]:
@@ -246,7 +274,9 @@ def _attribute_value(attribute: MessageAttribute) -> Result:
     return {"DataType": attribute.data_type, "StringValue": attribute.value}
 
 
-def _message(ctx: Context, message: Message, system: set[str], wanted: list[str]) -> Result:
+def _message(
+    ctx: Context, message: Message, system: set[str], wanted: list[str], dead_letter_source: str | None
+) -> Result:
     out: Result = {
         "MessageId": message.message_id,
         "ReceiptHandle": message.receipt_handle,
@@ -266,9 +296,13 @@ def _message(ctx: Context, message: Message, system: set[str], wanted: list[str]
             "SequenceNumber": message.sequence_number,
         }
         values.update({name: value for name, value in group_values.items() if value is not None})
+        if message.trace_header is not None:
+            values["AWSTraceHeader"] = message.trace_header
+        if dead_letter_source is not None:
+            values["DeadLetterQueueSourceArn"] = ctx.arn_of(dead_letter_source)
         out["Attributes"] = {
             name: values[name]
-            for name in (*_SYSTEM_ATTRIBUTES, *_GROUP_ATTRIBUTES)
+            for name in (*_SYSTEM_ATTRIBUTES, *_GROUP_ATTRIBUTES, *_OPTIONAL_ATTRIBUTES)
             if name in system and name in values
         }
     attributes = _selected(message.attributes, wanted)
@@ -303,7 +337,10 @@ async def receive_message(ctx: Context, params: Result) -> Result:
     )
     if not messages:
         return {}  # as SQS: no Messages member when there are none
-    return {"Messages": [_message(ctx, m, system, wanted) for m in messages]}
+    sources: dict[str, str] = {}
+    if "DeadLetterQueueSourceArn" in system:
+        sources = await ctx.call(dead_letter_origins, ctx.client, queue.name, [m.message_id for m in messages])
+    return {"Messages": [_message(ctx, m, system, wanted, sources.get(m.message_id)) for m in messages]}
 
 
 # -- visibility and delete --------------------------------------------------------
