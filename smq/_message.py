@@ -224,7 +224,14 @@ def decode_record(
             attributes[name] = MessageAttribute(data_type, value)
     trace = attributes.pop(TRACE_ATTRIBUTE, None)
     trace_header = trace.value if trace is not None and isinstance(trace.value, str) else None
-    return int(sent), attributes, payload[start + size :].decode("utf-8"), group, deduplication_id, trace_header
+    return (
+        int(sent),
+        attributes,
+        payload[start + size :].decode("utf-8"),
+        group,
+        deduplication_id,
+        trace_header,
+    )
 
 
 def new_message_ids(count: int) -> list[str]:

@@ -23,12 +23,12 @@ from ._errors import (
     error_for,
 )
 from ._message import (
+    TRACE_ATTRIBUTE,
     BatchFailure,
     BatchResult,
     MessageAttribute,
     SendEntry,
     SendResult,
-    TRACE_ATTRIBUTE,
     attributes_size,
     check_body,
     check_fifo_id,
@@ -58,7 +58,10 @@ def _script_args(
     size = len(body) + attributes_size(attributes) if attributes else len(body)
     stored = attributes  # what the payload keeps: the attributes, and the trace header (not counted)
     if entry.trace_header is not None:
-        stored = {**attributes, TRACE_ATTRIBUTE: MessageAttribute("String", check_trace_header(entry.trace_header))}
+        stored = {
+            **attributes,
+            TRACE_ATTRIBUTE: MessageAttribute("String", check_trace_header(entry.trace_header)),
+        }
     group = entry.message_group_id
     if group is not None:
         check_fifo_id("MessageGroupId", group)
@@ -133,8 +136,8 @@ def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -
             )
         else:
             # E_TOO_LONG names the queue's limit in place of the id (or sequence number).
-            error = error_for(status, queue.name, seq or message_id)
+            refused = error_for(status, queue.name, seq or message_id)
             if single:
-                raise error
-            failed.append(failure(entry.id, error))
+                raise refused
+            failed.append(failure(entry.id, refused))
     return BatchResult(successful, failed)

@@ -242,7 +242,8 @@ def test_send_to_a_content_based_fifo_queue_needs_no_deduplication_id(
         (
             "jobs.fifo",
             ["--group", "g"],
-            "FIFO queue 'jobs.fifo' has no content-based deduplication: give each message a deduplication id",
+            "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId "
+            "provided explicitly",
         ),
         (
             "plain",

@@ -215,8 +215,9 @@ def test_delete_with_a_receipt_smq_did_not_issue_exits_1(cli: Smq, jobs: smq.Que
     done = cli("delete", "jobs", "not-a-receipt", message.receipt_handle)
     assert done.exit_code == 1
     assert "nothing deleted" not in done.stdout and message.receipt_handle in done.stdout
-    assert (
-        done.stderr == "smq: 1 of 2 receipts refused: receipt handle 'not-a-receipt' is not one smq issued\n"
+    assert done.stderr == (
+        'smq: 1 of 2 receipts refused: The input receipt handle "not-a-receipt" '
+        "is not a valid receipt handle.\n"
     )
     assert jobs.attributes().in_flight == 0
 

@@ -80,11 +80,12 @@ def test_fifo_settings_change_but_the_queue_type_does_not(client: smq.Client) ->
 
 def test_a_send_needs_a_group_takes_no_delay_and_needs_a_deduplication_id(client: smq.Client) -> None:
     queue = client.create_queue("jobs.fifo")  # no content-based deduplication
-    with pytest.raises(smq.MissingParameter, match="group"):
+    with pytest.raises(smq.MissingParameter, match="MessageGroupId"):
         queue.send("x")
-    with pytest.raises(smq.InvalidParameter, match="delay"):
-        queue.send("x", message_group_id="g", deduplication_id="d", delay_seconds=0)
-    with pytest.raises(smq.InvalidParameter, match="deduplication id"):
+    with pytest.raises(smq.InvalidParameter, match="DelaySeconds"):
+        queue.send("x", message_group_id="g", deduplication_id="d", delay_seconds=5)
+    queue.send("x", message_group_id="g", deduplication_id="d0", delay_seconds=0)  # 0: the queue's delay
+    with pytest.raises(smq.InvalidParameter, match="MessageDeduplicationId provided"):
         queue.send("x", message_group_id="g")
     with pytest.raises(smq.InvalidParameter, match="MessageGroupId"):
         queue.send("x", message_group_id="has space", deduplication_id="d")
@@ -94,15 +95,19 @@ def test_a_send_needs_a_group_takes_no_delay_and_needs_a_deduplication_id(client
         [
             smq.SendEntry("ok", "x", message_group_id="g", deduplication_id="1"),
             smq.SendEntry("nogroup", "x", deduplication_id="2"),
-            smq.SendEntry("nodedup", "x", message_group_id="g"),
         ]
     )
     assert [r.id for r in batch.successful] == ["ok"]
-    assert sorted((f.id, f.code) for f in batch.failed) == [
-        ("nodedup", "InvalidParameter"),
-        ("nogroup", "MissingParameter"),
-    ]
-    assert queue.attributes().visible == 1
+    assert [(f.id, f.code) for f in batch.failed] == [("nogroup", "MissingParameter")]
+    # As SQS: an entry without a deduplication id fails the whole batch, and nothing is sent.
+    with pytest.raises(smq.InvalidParameter, match="MessageDeduplicationId provided"):
+        queue.send_batch(
+            [
+                smq.SendEntry("ok", "y", message_group_id="g", deduplication_id="3"),
+                smq.SendEntry("nodedup", "y", message_group_id="g"),
+            ]
+        )
+    assert queue.attributes().visible == 2
 
 
 def test_sequence_numbers_increase_in_send_order(client: smq.Client) -> None:

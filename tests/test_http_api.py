@@ -631,6 +631,7 @@ def batch_code(api: Any, code: str) -> str:
         return code
     return f"AWS.SimpleQueueService.{code}"
 
+
 BATCH_ERRORS = {
     "EmptyBatchRequest": [],
     "TooManyEntriesInBatchRequest": _entries(11),
@@ -831,7 +832,9 @@ def test_delete_message_batch_fails_a_garbage_receipt_alone_and_takes_a_stale_on
 # -- ChangeMessageVisibility, ChangeMessageVisibilityBatch --------------------------
 
 
-def test_change_message_visibility_of_a_deleted_message_is_invalid_parameter_value(api: Any, url: str) -> None:
+def test_change_message_visibility_of_a_deleted_message_is_invalid_parameter_value(
+    api: Any, url: str
+) -> None:
     api.send_message(QueueUrl=url, MessageBody="x")
     receipt = receive_one(api, url)["ReceiptHandle"]
     api.delete_message(QueueUrl=url, ReceiptHandle=receipt)

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-
 from test_http_api import failure, md5_of_attributes, raw_json, received
 
 TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
@@ -71,7 +70,8 @@ def test_receive_limits_are_refused_in_sqss_words(api: Any, url: str) -> None:
     assert refused(lambda: api.receive_message(QueueUrl=url, MaxNumberOfMessages=11)) == (
         "InvalidParameterValue",
         400,
-        "Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.",
+        "Value 11 for parameter MaxNumberOfMessages is invalid. "
+        "Reason: Must be between 1 and 10, if provided.",
     )
     assert refused(lambda: api.receive_message(QueueUrl=url, WaitTimeSeconds=21)) == (
         "InvalidParameterValue",

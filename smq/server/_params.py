@@ -69,7 +69,7 @@ def string_map(params: Mapping[str, Any], name: str) -> dict[str, str]:
 
 
 def entries(params: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
-    """The Entries of a batch request; ``kind`` names an entry in the error (``SendMessageBatchRequestEntry``)."""
+    """The Entries of a batch request; ``kind`` names an entry in the error (``...RequestEntry``)."""
     value = params.get("Entries")
     if value is None:
         raise SqsError("MissingParameter", "The request must contain the parameter Entries.")
