@@ -32,13 +32,18 @@ ACCOUNT = re.compile(r"[0-9]{12}")
 """A 12-digit account id."""
 
 
-def qualify(region: str, account: str, name: str) -> str:
-    """The queue name of SQS name ``name`` in ``region`` and ``account``."""
+def namespace(region: str, account: str) -> str:
+    """The prefix of the qualified names of a region and account: ``<region>:<account>:``."""
     if not REGION.fullmatch(region):
         raise InvalidQueueName(f"region {region!r} is invalid: use 1 to 32 of a-z, 0-9 and '-'")
     if not ACCOUNT.fullmatch(account):
         raise InvalidQueueName(f"account id {account!r} is invalid: use 12 digits")
-    return f"{region}{SEPARATOR}{account}{SEPARATOR}{check_sqs_name(name)}"
+    return f"{region}{SEPARATOR}{account}{SEPARATOR}"
+
+
+def qualify(region: str, account: str, name: str) -> str:
+    """The queue name of SQS name ``name`` in ``region`` and ``account``."""
+    return namespace(region, account) + check_sqs_name(name)
 
 
 def split_name(name: str) -> tuple[str | None, str | None, str]:
