@@ -22,7 +22,8 @@ class ServerConfig:
     """Settings of ``smq serve``.
 
     Attributes:
-        region: Region in queue ARNs (and accepted in signatures).
+        region: The server's own region: of requests whose signature names
+            none, and of the queues kept under bare core names.
         account_id: 12-digit account id in queue URLs and ARNs.
         public_url: Base of queue URLs (``https://sqs.example.com``); by
             default the scheme and Host of each request.
