@@ -196,7 +196,8 @@ def test_a_bare_queue_name_is_a_queue_url_of_the_requests_region(home: Any, away
         assert message["Body"] == body
         api.delete_message(QueueUrl=name, ReceiptHandle=message["ReceiptHandle"])
         reply = api.get_queue_attributes(
-            QueueUrl=name, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+            QueueUrl=name,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
         )
         assert reply["Attributes"] == {
             "ApproximateNumberOfMessages": "0",
@@ -261,9 +262,11 @@ def test_a_dead_letter_queue_in_another_region_is_refused(home: Any, away: Any) 
     with pytest.raises(ClientError) as caught:
         away.set_queue_attributes(QueueUrl="work", Attributes={"RedrivePolicy": policy})
     assert failure(caught) == ("InvalidParameterValue", 400)
-    assert listed(away) and "RedrivePolicy" not in away.get_queue_attributes(
-        QueueUrl="work", AttributeNames=["All"]
-    )["Attributes"]
+    assert (
+        listed(away)
+        and "RedrivePolicy"
+        not in away.get_queue_attributes(QueueUrl="work", AttributeNames=["All"])["Attributes"]
+    )
 
 
 def test_an_unsigned_request_acts_in_the_servers_region(
