@@ -7,9 +7,14 @@ by prefix, or left out of a listing of the bare names.
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from click.testing import CliRunner, Result
 
 import smq
+from smq.cli import main
+from smq.embedded import EmbeddedRedis
 
 EU = "eu-west-1:000000000000:"
 US = "us-west-2:000000000000:"
@@ -118,3 +123,24 @@ def test_a_move_task_handle_of_a_qualified_queue_can_be_cancelled(client: smq.Cl
     dead.send("x")
     task = client.start_move_task(US + "dead", destination=US + "elsewhere", max_per_second=1)
     assert client.cancel_move_task(task.handle).status == "CANCELLING"
+
+
+def test_the_command_line_addresses_qualified_queues_like_any_other(
+    redis_client: smq.Client, redis_server: EmbeddedRedis
+) -> None:
+    runner = CliRunner()
+
+    def smq_(*args: str) -> Result:
+        done = runner.invoke(main, list(args), env={"SMQ_REDIS_URL": redis_server.url})
+        assert done.exit_code == 0, done.output
+        return done
+
+    smq_("queue", "create", EU + "jobs")
+    smq_("queue", "create", "jobs")
+    smq_("send", EU + "jobs", "for eu-west-1")
+    (row,) = json.loads(smq_("queue", "list", "--prefix", EU, "--json").stdout)
+    assert (row["name"], row["visible"]) == (EU + "jobs", 1)
+    (message,) = json.loads(smq_("receive", EU + "jobs", "--json", "--delete").stdout)
+    assert message["body"] == "for eu-west-1"
+    assert redis_client.queue(EU + "jobs").attributes().in_flight == 0
+    assert redis_client.queue("jobs").attributes().visible == 0
