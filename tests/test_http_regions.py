@@ -251,6 +251,27 @@ def test_dead_letters_and_their_redrive_stay_in_their_region(home: Any, away: An
     assert visible(home, "work") == 0
 
 
+def test_a_move_task_moves_within_its_region_only(home: Any, away: Any) -> None:
+    dead = away.create_queue(QueueName="dead")["QueueUrl"]
+    dead_arn = arn_of(away, dead)
+    policy = json.dumps({"deadLetterTargetArn": dead_arn, "maxReceiveCount": 1})
+    away.create_queue(QueueName="work", Attributes={"RedrivePolicy": policy})
+    away.send_message(QueueUrl=dead, MessageBody="x")
+    elsewhere = arn_of(home, home.create_queue(QueueName="elsewhere")["QueueUrl"])
+    with pytest.raises(ClientError) as caught:
+        away.start_message_move_task(SourceArn=dead_arn, DestinationArn=elsewhere)
+    assert failure(caught) == ("InvalidParameterValue", 400)
+    assert away.list_message_move_tasks(SourceArn=dead_arn).get("Results", []) == []
+    # The ARNs name the region, not the signature: any client may start it.
+    there = arn_of(away, away.create_queue(QueueName="elsewhere")["QueueUrl"])
+    home.start_message_move_task(SourceArn=dead_arn, DestinationArn=there)
+    deadline = time.monotonic() + 10
+    while visible(away, "elsewhere") == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert bodies(away, "elsewhere") == ["x"]
+    assert visible(home, "elsewhere") == 0
+
+
 def test_a_dead_letter_queue_in_another_region_is_refused(home: Any, away: Any) -> None:
     dead = home.create_queue(QueueName="dead")["QueueUrl"]
     policy = json.dumps({"deadLetterTargetArn": arn_of(home, dead), "maxReceiveCount": 3})
