@@ -34,7 +34,7 @@ local KEEP = 10
 local TOKEN_LEN = 16
 
 if rate == nil or #token ~= TOKEN_LEN or string.find(token, '^[%w_-]+$') == nil or
-   string.find(destination, '^[%w_.-]*$') == nil then
+   string.find(destination, '^[%w_.:-]*$') == nil then
   return fail(E_BAD_ARGUMENT, 'bad token, destination or max_per_second')
 end
 local ghosts = redis.call('HGET', meta, 'ghosts')

@@ -39,6 +39,7 @@ from ._health import RedisHealth, read_health
 from ._keys import REGISTRY, QueueKeys
 from ._move_tasks import MoveTask
 from ._moves import recover, redrive
+from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR, split_name
 from ._queue import Queue
 from ._scripts import ScriptRunner, text_pairs
 from ._settings import Settings
@@ -46,7 +47,7 @@ from ._sources import list_sources, note_source
 from ._tags import check_tags
 from ._wakeup import Waker
 
-_NAME_PART = re.compile(r"[A-Za-z0-9_.-]{1,80}")
+_NAME_PART = re.compile(rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}")
 
 
 def _no_retries() -> Retry:
@@ -193,11 +194,16 @@ class Client:
     def queue_exists(self, name: str) -> bool:
         return bool(self._call(self._redis.exists, QueueKeys.of(check_queue_name(name)).meta))
 
-    def list_queues(self, prefix: str = "", *, limit: int | None = None, after: str = "") -> list[str]:
+    def list_queues(
+        self, prefix: str = "", *, limit: int | None = None, after: str = "", qualified: bool = True
+    ) -> list[str]:
         """Names of queues starting with ``prefix``, sorted; page with ``after``.
 
         ``limit`` (1-1000) caps the names returned; pass the last name of a
-        page as ``after`` to get the next one.
+        page as ``after`` to get the next one. Qualified names
+        (``<region>:<account>:<name>``) are listed like any other: the
+        prefix ``eu-west-1:000000000000:`` lists one namespace's queues;
+        ``qualified=False`` leaves them all out (the bare names only).
         """
         if not isinstance(prefix, str) or (prefix and not _NAME_PART.fullmatch(prefix)):
             raise InvalidParameter(f"queue name prefix {prefix!r} is invalid")
@@ -207,6 +213,27 @@ class Client:
             check_int("limit", limit, 1, 1000)
         low = f"({after}" if after and after >= prefix else f"[{prefix}"
         high = f"[{prefix}\xff"
+        if qualified:
+            return self._names_between(low, high, limit)
+        if limit is None:
+            return [name for name in self._names_between(low, high, None) if SEPARATOR not in name]
+        names: list[str] = []
+        while len(names) < limit:
+            skipped = False
+            for name in self._names_between(low, high, limit - len(names)):
+                if SEPARATOR in name:
+                    # Names of one region sort together: skip them all in one step, so
+                    # a page costs at most one call per region, never one per queue.
+                    region = name.partition(SEPARATOR)[0]
+                    low = f"[{region}{chr(ord(SEPARATOR) + 1)}"
+                    skipped = True
+                    break
+                names.append(name)
+            if not skipped:
+                break  # the page was full, or the names ran out
+        return names
+
+    def _names_between(self, low: str, high: str, limit: int | None) -> list[str]:
         if limit is not None:
             names = self._call(self._redis.zrangebylex, REGISTRY, low, high, start=0, num=limit)
         else:
@@ -381,6 +408,11 @@ class Client:
             return
         if policy.dead_letter_queue == name:
             raise InvalidAttributeValue(f"queue {name!r} cannot be its own dead-letter queue")
+        if split_name(policy.dead_letter_queue)[:2] != split_name(name)[:2]:
+            raise InvalidAttributeValue(
+                f"the dead-letter queue of {name!r} must be in its region and account, "
+                f"not {policy.dead_letter_queue!r}"
+            )
         if is_fifo_name(policy.dead_letter_queue) != is_fifo_name(name):
             kind = "a FIFO queue" if is_fifo_name(name) else "a standard queue"
             raise InvalidAttributeValue(

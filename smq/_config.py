@@ -8,36 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ._errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameter, InvalidQueueName
+from ._errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameter
+from ._names import FIFO_SUFFIX
+from ._names import check_queue_name as check_queue_name  # re-exported: its old home
 
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 MAX_VISIBILITY_TIMEOUT = 43200
 """12 hours, in seconds: the most a receipt may keep a message invisible."""
-
-
-FIFO_SUFFIX = ".fifo"
-
-
-def check_queue_name(name: object) -> str:
-    """Return ``name`` if it is a valid queue name, else raise InvalidQueueName.
-
-    A standard queue's name is 1-80 letters, digits, ``-`` or ``_``; a FIFO
-    queue's is the same followed by ``.fifo``, 80 characters in all.
-    """
-    if not isinstance(name, str):
-        raise InvalidQueueName(f"queue name must be a string, not {type(name).__name__}")
-    stem = name[: -len(FIFO_SUFFIX)] if name.endswith(FIFO_SUFFIX) else name
-    if not _NAME.fullmatch(stem) or len(name) > 80:
-        raise InvalidQueueName(
-            f"queue name {name!r} is invalid: use 1 to 80 letters, digits, '-' or '_' "
-            f"(a FIFO queue's name ends in {FIFO_SUFFIX}, within the 80)"
-        )
-    return name
 
 
 def is_fifo_name(name: str) -> bool:

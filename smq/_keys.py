@@ -2,7 +2,9 @@
 
 Every key of queue ``name`` is ``smq:{name}:<kind>``; the braces are a Redis
 Cluster hash tag, so all of a queue's keys live in one slot and one script
-may touch them together. Scripts name the kinds they use in their headers
+may touch them together. A qualified name keeps its namespace inside the tag
+(``smq:{eu-west-1:000000000000:orders}:meta``); a bare name's keys are the
+ones smq has always used. Scripts name the kinds they use in their headers
 (``-- KEYS[n] <kind> ...``); ``smq._scripts`` maps those kinds to the
 names built here.
 """

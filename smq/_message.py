@@ -28,12 +28,15 @@ from ._errors import (
     InvalidParameter,
     ReceiptHandleIsInvalid,
 )
+from ._names import MAX_QUALIFIED, NAME_CHARACTERS
 
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 # Letters of any script (SQS takes non-ASCII letters), digits, "_", "-" and ".".
 _ATTRIBUTE_NAME = re.compile(r"[\w.-]{1,256}")
 _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
-_RECEIPT = re.compile(r"([A-Za-z0-9_.-]{1,80}):([A-Za-z0-9-]{1,64}):([A-Za-z0-9_-]{16,64})")
+_RECEIPT = re.compile(
+    rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
+)
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
 MAX_ATTRIBUTES = 10
 

@@ -41,6 +41,7 @@ from ._errors import (
 )
 from ._keys import MOVE_TASKS, QueueKeys
 from ._moves import MOVE_CHUNK, redrive_counted
+from ._names import MAX_QUALIFIED, NAME_CHARACTERS
 from ._scripts import text
 from ._sources import is_dead_letter_queue
 
@@ -61,7 +62,7 @@ MAX_PER_SECOND = 500
 MAX_LIST = 10
 _RUNNER_BATCH = 1000
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{16}")
-_QUEUE = re.compile(r"[A-Za-z0-9_.-]{1,80}")
+_QUEUE = re.compile(rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}")
 
 
 @dataclass(frozen=True)

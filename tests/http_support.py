@@ -79,12 +79,12 @@ class Server:
         return self.process.returncode
 
 
-def json_client(url: str, **config: Any) -> Any:
-    """boto3's SQS client: the AWS JSON 1.0 protocol."""
+def json_client(url: str, *, region: str = REGION, **config: Any) -> Any:
+    """boto3's SQS client: the AWS JSON 1.0 protocol (signing for ``region``)."""
     return boto3.session.Session().client(
         "sqs",
         endpoint_url=url,
-        region_name=REGION,
+        region_name=region,
         aws_access_key_id=KEY_ID,
         aws_secret_access_key=SECRET,
         config=Config(retries={"max_attempts": 1}, **config),
@@ -108,18 +108,18 @@ def _query_model() -> Path:
     return _QUERY_MODEL_DIR
 
 
-def query_client(url: str) -> Any:
-    """boto3's SQS client speaking the Query protocol (form fields, XML replies)."""
+def query_client(url: str, *, region: str = REGION, **config: Any) -> Any:
+    """boto3's SQS client speaking the Query protocol (form fields, XML replies), signing for ``region``."""
     core = botocore.session.get_session()
     core.get_component("data_loader").search_paths.insert(0, str(_query_model()))
     session = boto3.session.Session(botocore_session=core)
     client = session.client(
         "sqs",
         endpoint_url=url,
-        region_name=REGION,
+        region_name=region,
         aws_access_key_id=KEY_ID,
         aws_secret_access_key=SECRET,
-        config=Config(retries={"max_attempts": 1}),
+        config=Config(retries={"max_attempts": 1}, **config),
     )
     assert client.meta.service_model.protocol == "query"
     return client

@@ -24,7 +24,7 @@ from botocore.credentials import Credentials
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from smq.server._errors import SqsError
-from smq.server._sigv4 import verify
+from smq.server._sigv4 import scope_region, verify
 
 KEY_ID = "AKIDEXAMPLE"
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
@@ -154,6 +154,28 @@ def test_a_request_signed_with_a_session_token_passes(make: Callable[[], AWSRequ
 @style
 def test_any_region_is_accepted(make: Callable[[], AWSRequest]) -> None:
     assert check(signed(make(), region="eu-west-3")) == KEY_ID
+
+
+@style
+def test_the_scope_region_is_read_from_a_signature_without_checking_it(
+    make: Callable[[], AWSRequest],
+) -> None:
+    request = signed(make(), region="eu-west-3")
+    assert scope_region(request.headers, request.query) == "eu-west-3"
+    request = presigned(make())
+    assert scope_region(request.headers, request.query) == "us-east-1"
+    lower = {name.lower(): value for name, value in signed(make(), region="ap-south-1").headers.items()}
+    assert scope_region(lower, "") == "ap-south-1"
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    ["", "AWS4-HMAC-SHA256 SignedHeaders=host", "AWS4-HMAC-SHA256 Credential=key/20260101/sqs/aws4_request"],
+)
+def test_no_scope_region_without_a_whole_credential(authorization: str) -> None:
+    assert (
+        scope_region({"Authorization": authorization} if authorization else {}, "Action=ListQueues") is None
+    )
 
 
 def test_header_names_are_looked_up_in_any_case() -> None:

@@ -44,7 +44,11 @@ def _is_loopback(host: str) -> bool:
     help="Port to listen on (0: any free port).",
 )
 @click.option(
-    "--region", envvar="SMQ_REGION", default="us-east-1", show_default=True, help="Region in queue ARNs."
+    "--region",
+    envvar="SMQ_REGION",
+    default="us-east-1",
+    show_default=True,
+    help="The server's own region: of unsigned requests, and of the queues under bare names.",
 )
 @click.option(
     "--account-id",

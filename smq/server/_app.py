@@ -25,7 +25,7 @@ from ._context import Context, ServerConfig
 from ._errors import SqsError, from_core
 from ._longpoll import LongPolls
 from ._metrics import ApiMetrics
-from ._sigv4 import verify
+from ._sigv4 import scope_region, verify
 
 log = logging.getLogger("smq.serve")
 access_log = logging.getLogger("smq.access")
@@ -132,6 +132,7 @@ class Service:
                 sender=sender,
                 kick_move_tasks=self.kick_move_tasks,
                 trace_header=request.headers.get("X-Amzn-Trace-Id") or None,
+                region=scope_region(request.headers, request.rel_url.raw_query_string) or "",
             )
             result = await ACTIONS[action](context, params)
             response = _reply(protocol, action, result, request_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -9,11 +10,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._client import Client
+from .._errors import InvalidQueueName
+from .._names import REGION, check_sqs_name, namespace, qualify, split_name
 from .._queue import Queue
-from ._errors import SqsError
+from ._errors import NO_QUEUE, SqsError
 from ._longpoll import LongPolls
-
-_NAME = re.compile(r"(?=.{1,80}$)[A-Za-z0-9_-]+(\.fifo)?")
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,8 @@ class ServerConfig:
     """Settings of ``smq serve``.
 
     Attributes:
-        region: Region in queue ARNs (and accepted in signatures).
+        region: The server's own region: of requests whose signature names
+            none, and of the queues kept under bare core names.
         account_id: 12-digit account id in queue URLs and ARNs.
         public_url: Base of queue URLs (``https://sqs.example.com``); by
             default the scheme and Host of each request.
@@ -56,7 +58,14 @@ class ServerConfig:
 
 @dataclass
 class Context:
-    """One request: the shared service parts plus where the request came from."""
+    """One request: the shared service parts plus where the request came from.
+
+    ``region`` is the request's: of its signature's credential scope, else
+    the server's. Queues belong to a region and an account; those of the
+    server's own region and account keep bare core names (``orders``), the
+    others have qualified ones (``eu-west-1:000000000000:orders``, see
+    ``smq._names``). Names passed between actions are core names.
+    """
 
     client: Client
     config: ServerConfig
@@ -67,28 +76,66 @@ class Context:
     sender: str = ""
     kick_move_tasks: Callable[[], None] = lambda: None
     trace_header: str | None = None  # the request's X-Amzn-Trace-Id header
+    region: str = ""
 
-    def url_of(self, name: str) -> str:
-        return f"{self.base_url}/{self.config.account_id}/{name}"
+    def __post_init__(self) -> None:
+        if not self.region:
+            self.region = self.config.region
+        elif not REGION.fullmatch(self.region):
+            raise SqsError("SignatureDoesNotMatch", "Credential should be scoped to a valid region.")
 
-    def arn_of(self, name: str) -> str:
-        return f"arn:aws:sqs:{self.config.region}:{self.config.account_id}:{name}"
+    @property
+    def account(self) -> str:
+        """The account the request acts in (one per server, for now)."""
+        return self.config.account_id
+
+    def core_name(self, name: str, region: str | None = None, account: str | None = None) -> str:
+        """The core queue name of SQS name ``name`` in a region and account (default: the request's)."""
+        region, account = region or self.region, account or self.account
+        if region == self.config.region and account == self.config.account_id:
+            return name
+        return qualify(region, account, name)
+
+    def _parts(self, core_name: str) -> tuple[str, str, str]:
+        region, account, name = split_name(core_name)
+        return region or self.config.region, account or self.config.account_id, name
+
+    def url_of(self, core_name: str) -> str:
+        """The queue's URL: ``{base}/{account}/{name}`` in the server's region, else
+        ``{base}/{region}/{account}/{name}``."""
+        region, account, name = self._parts(core_name)
+        if region == self.config.region:
+            return f"{self.base_url}/{account}/{name}"
+        return f"{self.base_url}/{region}/{account}/{name}"
+
+    def arn_of(self, core_name: str) -> str:
+        region, account, name = self._parts(core_name)
+        return f"arn:aws:sqs:{region}:{account}:{name}"
+
+    def region_of(self, core_name: str) -> str:
+        """The region a queue belongs to."""
+        return self._parts(core_name)[0]
 
     def name_of_arn(self, arn: str, error: str = "InvalidParameterValue") -> str:
-        """The queue named by an ARN of this region and account."""
+        """The core name of the queue an ARN names, of any region in this account."""
         parts = arn.split(":") if isinstance(arn, str) else []
         if (
             len(parts) != 6
             or parts[:3] != ["arn", "aws", "sqs"]
-            or parts[3] != self.config.region
-            or parts[4] != self.config.account_id
-            or not _NAME.fullmatch(parts[5])
+            or not REGION.fullmatch(parts[3])
+            or parts[4] != self.account
+            or not _is_sqs_name(parts[5])
         ):
             raise SqsError(error, f"{arn!r} is not the ARN of a queue of this service")
-        return parts[5]
+        return self.core_name(parts[5], parts[3], parts[4])
 
     def queue_name(self, params: Mapping[str, Any]) -> str:
-        """The queue a request names by QueueUrl (or, Query protocol, by its path)."""
+        """The core name of the queue a request names by QueueUrl (or, Query protocol, by its path).
+
+        A QueueUrl may be ``{base}/{account}/{name}`` (the request's region),
+        ``{base}/{region}/{account}/{name}`` (also after ``/queue``, as
+        LocalStack writes them), or a bare queue name (the request's region).
+        """
         url = params.get("QueueUrl")
         if url is None and self.path.strip("/"):
             url = self.path
@@ -96,14 +143,32 @@ class Context:
             raise SqsError("MissingParameter", "The request must contain the parameter QueueUrl.")
         if not isinstance(url, str):
             raise SqsError("InvalidParameterValue", "Value for parameter QueueUrl must be a string.")
+        if "/" not in url and _is_sqs_name(url):
+            return self.core_name(url)
         parts = [part for part in urlsplit(url).path.split("/") if part]
-        if len(parts) != 2 or not _NAME.fullmatch(parts[1]):
-            raise SqsError(
-                "QueueDoesNotExist", f"The specified queue does not exist: {url!r} is not a queue URL."
-            )
-        if parts[0] != self.config.account_id:
-            raise SqsError("QueueDoesNotExist", f"The specified queue does not exist: {url!r}.")
-        return parts[1]
+        if len(parts) == 4 and parts[0] == "queue":
+            parts = parts[1:]
+        if len(parts) not in (2, 3) or not _is_sqs_name(parts[-1]):
+            raise SqsError("QueueDoesNotExist", NO_QUEUE)
+        region = parts[0] if len(parts) == 3 else self.region
+        if parts[-2] != self.account or not REGION.fullmatch(region):
+            raise SqsError("QueueDoesNotExist", NO_QUEUE)
+        return self.core_name(parts[-1], region, parts[-2])
 
     def queue(self, params: Mapping[str, Any]) -> Queue:
         return self.client.queue(self.queue_name(params))
+
+    def queue_lister(self, prefix: str) -> Callable[..., list[str]]:
+        """``Client.list_queues`` for the queues of the request's region and account whose
+        SQS names start with ``prefix``: core names, paged by ``limit`` and ``after``."""
+        own = (self.region, self.account) == (self.config.region, self.config.account_id)
+        start = "" if own else namespace(self.region, self.account)
+        return functools.partial(self.client.list_queues, start + prefix, qualified=not own)
+
+
+def _is_sqs_name(name: str) -> bool:
+    try:
+        check_sqs_name(name)
+    except InvalidQueueName:
+        return False
+    return True

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._config import QueueInfo, RedrivePolicy, check_queue_name, is_fifo_name
 from .._errors import InvalidQueueName, QueueNameExists, SmqError
+from .._names import check_sqs_name, split_name
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError
@@ -64,7 +65,7 @@ _FIFO_NAME_RULE = (
 
 def _name(value: str, fifo: bool = False) -> str:
     try:
-        name = check_queue_name(value)
+        name = check_sqs_name(value)
     except InvalidQueueName as error:
         if fifo:
             raise SqsError("InvalidParameterValue", _FIFO_NAME_RULE) from error
@@ -158,8 +159,14 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
     return settings
 
 
-async def _check_dead_letter_queue(ctx: Context, settings: Mapping[str, Any]) -> None:
+async def _check_dead_letter_queue(ctx: Context, settings: Mapping[str, Any], source: str) -> None:
     policy = settings.get("redrive_policy")
+    if policy is not None and split_name(policy.dead_letter_queue)[:2] != split_name(source)[:2]:
+        raise SqsError(
+            "InvalidParameterValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: "
+            "The dead-letter queue must be in the same account and region as the source queue.",
+        )
     if policy is not None and not await ctx.call(ctx.client.queue_exists, policy.dead_letter_queue):
         raise SqsError(
             "InvalidParameterValue",
@@ -170,10 +177,10 @@ async def _check_dead_letter_queue(ctx: Context, settings: Mapping[str, Any]) ->
 async def create_queue(ctx: Context, params: Result) -> Result:
     attributes = p.string_map(params, "Attributes")
     fifo = _boolean("FifoQueue", attributes.get("FifoQueue", "false"))
-    name = _name(p.required_string(params, "QueueName"), fifo)
+    name = ctx.core_name(_name(p.required_string(params, "QueueName"), fifo))
     settings = _settings(ctx, attributes, creating=True, fifo=fifo)
     tags = p.string_map(params, "tags")
-    await _check_dead_letter_queue(ctx, settings)
+    await _check_dead_letter_queue(ctx, settings, name)
     if tags:
         settings["tags"] = tags
     try:
@@ -192,7 +199,7 @@ async def get_queue_url(ctx: Context, params: Result) -> Result:
     owner = p.string(params, "QueueOwnerAWSAccountId")
     missing = SqsError("QueueDoesNotExist", "The specified queue does not exist.")
     try:
-        check_queue_name(name)
+        name = ctx.core_name(check_sqs_name(name))
     except InvalidQueueName:
         raise missing from None
     if (owner and owner != ctx.config.account_id) or not await ctx.call(ctx.client.queue_exists, name):
@@ -228,7 +235,7 @@ async def list_queues(ctx: Context, params: Result) -> Result:
     after = _page_token(p.string(params, "NextToken"))
     if prefix and not all(c.isalnum() or c in "-_" for c in prefix):
         return {}
-    result = await _paged(ctx, functools.partial(ctx.client.list_queues, prefix), limit, after, "QueueUrls")
+    result = await _paged(ctx, ctx.queue_lister(prefix), limit, after, "QueueUrls")
     if not result["QueueUrls"]:
         del result["QueueUrls"]  # as SQS: no member when there are none
     return result
@@ -304,7 +311,7 @@ async def set_queue_attributes(ctx: Context, params: Result) -> Result:
     policy = settings.get("redrive_policy")
     if policy is not None and policy.dead_letter_queue == queue.name:
         raise SqsError("InvalidParameterValue", "A queue cannot be its own dead-letter queue.")
-    await _check_dead_letter_queue(ctx, settings)
+    await _check_dead_letter_queue(ctx, settings, queue.name)
     await ctx.call(lambda: queue.set_attributes(**settings))
     return {}
 

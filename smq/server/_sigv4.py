@@ -143,6 +143,27 @@ def verify(
     return key_id
 
 
+def scope_region(headers: Mapping[str, str], query: str) -> str | None:
+    """The region of a request's credential scope, signature checked or not; None if it has none.
+
+    From the ``Authorization`` header's ``Credential=<key>/<date>/<region>/...``,
+    else from a presigned URL's ``X-Amz-Credential``.
+    """
+    credential = None
+    for name, value in headers.items():
+        if name.lower() == "authorization":
+            for item in value.strip().partition(" ")[2].split(","):
+                field, _, text = item.strip().partition("=")
+                if field == "Credential":
+                    credential = text
+    if credential is None:
+        for raw_name, raw_value in _query_params(query):
+            if raw_name == b"X-Amz-Credential":
+                credential = raw_value.decode(errors="replace")
+    scope = credential.split("/") if credential else []
+    return scope[2] if len(scope) == 5 and scope[2] else None
+
+
 def _claim(fields: dict[str, list[str]], params: list[tuple[bytes, bytes]]) -> _Claim:
     """The signature fields, from the Authorization header or else the presigned URL's query."""
     authorization = _joined(fields, "authorization")

@@ -52,6 +52,10 @@ async def start_message_move_task(ctx: Context, params: Result) -> Result:
     destination_arn = p.string(params, "DestinationArn")
     destination = ctx.name_of_arn(destination_arn) if destination_arn else None
     rate = p.integer(params, "MaxNumberOfMessagesPerSecond", 1, 500)
+    if destination is not None and ctx.region_of(destination) != ctx.region_of(source):
+        raise SqsError(
+            "InvalidParameterValue", "The destination queue must be in the region of the source queue."
+        )
     if destination is not None and not await ctx.call(ctx.client.queue_exists, destination):
         raise SqsError("ResourceNotFoundException", f"The destination queue {destination!r} does not exist.")
     try:
