@@ -13,6 +13,7 @@ the algorithm the SQS Developer Guide describes.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.client
 import json
@@ -953,12 +954,10 @@ def test_add_and_remove_permission_are_unsupported_operations(api: Any, url: str
 
 
 def test_an_unknown_move_task_is_resource_not_found_with_status_404(api: Any) -> None:
-    from smq.server._actions import ACTIONS
-
-    if "CancelMessageMoveTask" not in ACTIONS:
-        pytest.xfail("message move tasks are not served yet")
+    api.create_queue(QueueName="jobs")
+    document = {"taskId": "AAAAAAAAAAAAAAAA", "sourceArn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"}
     with pytest.raises(api.exceptions.ResourceNotFoundException) as caught:
-        api.cancel_message_move_task(TaskHandle="no-such-task")
+        api.cancel_message_move_task(TaskHandle=base64.b64encode(json.dumps(document).encode()).decode())
     assert failure(caught) == ("ResourceNotFoundException", 404)
 
 
