@@ -943,16 +943,6 @@ def test_tags_of_a_missing_queue_are_queue_does_not_exist(api: Any, sqs_server: 
         api.list_queue_tags(QueueUrl=missing)
 
 
-def test_add_and_remove_permission_are_unsupported_operations(api: Any, url: str) -> None:
-    # A deliberate limitation: access is granted by the server's access keys, not by queue policies.
-    with pytest.raises(api.exceptions.UnsupportedOperation) as caught:
-        api.add_permission(QueueUrl=url, Label="l", AWSAccountIds=["123456789012"], Actions=["SendMessage"])
-    assert failure(caught) == ("AWS.SimpleQueueService.UnsupportedOperation", 400)
-    with pytest.raises(api.exceptions.UnsupportedOperation) as caught:
-        api.remove_permission(QueueUrl=url, Label="l")
-    assert failure(caught) == ("AWS.SimpleQueueService.UnsupportedOperation", 400)
-
-
 def test_an_unknown_move_task_is_resource_not_found_with_status_404(api: Any) -> None:
     api.create_queue(QueueName="jobs")
     document = {"taskId": "AAAAAAAAAAAAAAAA", "sourceArn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"}
