@@ -244,7 +244,7 @@ def _check_query_action(action: str, path: str) -> None:
         if at_queue:
             raise SqsError("UnknownOperationException", f"Unknown operation {action}.")
         raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
-    if at_queue and "QueueUrl" not in _wire.INPUTS[action]:
+    if at_queue and "QueueUrl" not in _wire.INPUTS.get(action, {}):
         raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
 
 
