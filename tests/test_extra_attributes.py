@@ -150,3 +150,27 @@ def test_config_holds_them_as_an_immutable_hashable_mapping() -> None:
     with pytest.raises(TypeError):
         config.extra_attributes["Policy"] = "{}"  # type: ignore[index]
     assert config.to_meta(["extra_attributes"]) == {"x:Policy": POLICY}
+
+
+def test_a_read_modify_write_computes_again_after_a_change_made_meanwhile(client: smq.Client) -> None:
+    from smq._policy import update_extra_attribute
+
+    queue = client.create_queue("jobs")
+    seen: list[str] = []
+
+    def change(current: str) -> str:
+        seen.append(current)
+        if len(seen) == 1:  # another client writes between this read and the write
+            queue.set_attributes(extra_attributes={"Policy": POLICY})
+        return json.dumps({"Statement": [*json.loads(current or "{}").get("Statement", []), "mine"]})
+
+    written = update_extra_attribute(client, "jobs", "Policy", change)
+    assert seen == ["", POLICY]  # the first result was not written: it would have lost POLICY
+    assert json.loads(written) == {"Statement": ["mine"]}
+    assert queue.attributes().config.extra_attributes["Policy"] == written
+    update_extra_attribute(client, "jobs", "Policy", lambda current: "")  # "" removes it
+    assert "Policy" not in queue.attributes().config.extra_attributes
+    with pytest.raises(smq.QueueDoesNotExist):
+        update_extra_attribute(client, "nowhere", "Policy", lambda current: POLICY)
+    with pytest.raises(smq.InvalidAttributeValue):
+        update_extra_attribute(client, "jobs", "Policy", lambda current: "not json")

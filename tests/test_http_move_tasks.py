@@ -3,6 +3,8 @@ ListMessageMoveTasks, CancelMessageMoveTask, run by the server process."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from typing import Any
 
@@ -42,6 +44,20 @@ def code(caught: pytest.ExceptionInfo[ClientError]) -> tuple[str, int]:
     return response["Error"]["Code"], response["ResponseMetadata"]["HTTPStatusCode"]
 
 
+def error(caught: pytest.ExceptionInfo[ClientError]) -> tuple[str, int, str]:
+    """Error.Code, HTTP status and Error.Message of a ClientError."""
+    return (*code(caught), caught.value.response["Error"]["Message"])
+
+
+def handle_of(task_id: str, source_arn: str) -> str:
+    return base64.b64encode(json.dumps({"taskId": task_id, "sourceArn": source_arn}).encode()).decode()
+
+
+ACTIVE = (
+    "There is already a task running. Only one active task is allowed for a source queue arn at a given time."
+)
+
+
 def test_a_move_task_redrives_dead_letters_to_their_queue(api: Any, core: smq.Client) -> None:
     dead_letters(core, 25)
     handle = api.start_message_move_task(SourceArn=arn("jobs-dlq"))["TaskHandle"]
@@ -79,7 +95,7 @@ def test_a_cancelled_move_task_stops_and_one_task_runs_at_a_time(api: Any, core:
     ]
     with pytest.raises(ClientError) as caught:
         api.start_message_move_task(SourceArn=arn("jobs-dlq"))
-    assert code(caught) == ("AWS.SimpleQueueService.UnsupportedOperation", 400)
+    assert error(caught) == ("InvalidParameterValue", 400, ACTIVE)
     moved = api.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
     assert moved < 20
     task = wait_for_status(api, "jobs-dlq", {"CANCELLED"})
@@ -88,23 +104,88 @@ def test_a_cancelled_move_task_stops_and_one_task_runs_at_a_time(api: Any, core:
     assert left == 20 - task["ApproximateNumberOfMessagesMoved"] and left > 0
 
 
+def test_a_task_handle_is_base64_of_json_naming_the_task_and_its_source(api: Any, core: smq.Client) -> None:
+    dead_letters(core, 5)
+    handle = api.start_message_move_task(SourceArn=arn("jobs-dlq"), MaxNumberOfMessagesPerSecond=1)[
+        "TaskHandle"
+    ]
+    document = json.loads(base64.b64decode(handle, validate=True))
+    assert set(document) == {"taskId", "sourceArn"}
+    assert document["sourceArn"] == arn("jobs-dlq") and document["taskId"]
+    (listed,) = api.list_message_move_tasks(SourceArn=arn("jobs-dlq"))["Results"]
+    assert listed["TaskHandle"] == handle
+    api.cancel_message_move_task(TaskHandle=handle)
+    assert wait_for_status(api, "jobs-dlq", {"CANCELLED"})["Status"] == "CANCELLED"
+
+
+def test_a_handle_of_the_earlier_form_still_cancels_its_task(api: Any, core: smq.Client) -> None:
+    # Handles given out before were the core's own (base64 of "<queue>:<token>"); a task
+    # started then may still be running after an upgrade.
+    dead_letters(core, 5)
+    earlier = core.start_move_task("jobs-dlq", max_per_second=1).handle
+    assert api.cancel_message_move_task(TaskHandle=earlier)["ApproximateNumberOfMessagesMoved"] < 5
+    assert wait_for_status(api, "jobs-dlq", {"CANCELLED"})["Status"] == "CANCELLED"
+
+
+def test_cancel_errors_name_what_is_wrong(api: Any, core: smq.Client) -> None:
+    dead_letters(core, 1)
+    for bad in ["not-a-task", base64.b64encode(b"[1, 2]").decode(), handle_of("x", "not an arn")]:
+        with pytest.raises(ClientError) as caught:
+            api.cancel_message_move_task(TaskHandle=bad)
+        assert error(caught) == ("InvalidParameterValue", 400, "Value for parameter TaskHandle is invalid.")
+    with pytest.raises(ClientError) as caught:
+        api.cancel_message_move_task(TaskHandle=handle_of("AAAAAAAAAAAAAAAA", arn("jobs-dlq")))
+    assert error(caught) == ("ResourceNotFoundException", 404, "Task does not exist.")
+    with pytest.raises(ClientError) as caught:
+        api.cancel_message_move_task(TaskHandle=handle_of("AAAAAAAAAAAAAAAA", arn("missing")))
+    assert error(caught) == (
+        "ResourceNotFoundException",
+        404,
+        "The resource that you specified for the SourceArn parameter doesn't exist.",
+    )
+    # A task that has ended cannot be cancelled: for a cancel, it no longer exists.
+    handle = api.start_message_move_task(SourceArn=arn("jobs-dlq"))["TaskHandle"]
+    wait_for_status(api, "jobs-dlq", {"COMPLETED"})
+    with pytest.raises(ClientError) as caught:
+        api.cancel_message_move_task(TaskHandle=handle)
+    assert error(caught) == ("ResourceNotFoundException", 404, "Task does not exist.")
+
+
 def test_move_task_errors(api: Any, core: smq.Client) -> None:
     core.create_queue("plain")
+    dead_letters(core, 1)
     with pytest.raises(ClientError) as caught:
         api.start_message_move_task(SourceArn=arn("missing"))
-    assert code(caught) == ("ResourceNotFoundException", 404)
+    assert error(caught) == (
+        "ResourceNotFoundException",
+        404,
+        "The resource that you specified for the SourceArn parameter doesn't exist.",
+    )
     with pytest.raises(ClientError) as caught:
         api.start_message_move_task(SourceArn=arn("plain"))  # not a dead-letter queue
-    assert code(caught)[0] == "InvalidParameterValue"
+    assert error(caught) == (
+        "InvalidParameterValue",
+        400,
+        "Source queue must be configured as a Dead Letter Queue.",
+    )
+    with pytest.raises(ClientError) as caught:
+        api.start_message_move_task(SourceArn=arn("jobs-dlq"), DestinationArn=arn("missing"))
+    assert error(caught) == (
+        "ResourceNotFoundException",
+        404,
+        "The resource that you specified for the DestinationArn parameter doesn't exist.",
+    )
+    assert not api.list_message_move_tasks(SourceArn=arn("jobs-dlq")).get("Results")  # nothing started
     with pytest.raises(ClientError) as caught:
         api.start_message_move_task(SourceArn="arn:aws:sqs:eu-west-1:123456789012:plain")
     assert code(caught)[0] == "InvalidParameterValue"
     with pytest.raises(ClientError) as caught:
-        api.cancel_message_move_task(TaskHandle="not-a-task")
-    assert code(caught) == ("ResourceNotFoundException", 404)
-    with pytest.raises(ClientError) as caught:
         api.list_message_move_tasks(SourceArn=arn("missing"))
-    assert code(caught) == ("ResourceNotFoundException", 404)
+    assert error(caught) == (
+        "ResourceNotFoundException",
+        404,
+        "The resource that you specified for the SourceArn parameter doesn't exist.",
+    )
     with pytest.raises(ClientError) as caught:
         api.list_message_move_tasks(SourceArn=arn("plain"), MaxResults=11)
     assert code(caught)[0] == "InvalidParameterValue"

@@ -119,8 +119,7 @@ class Service:
             else:
                 if not action:
                     raise SqsError("MissingAction", "The request must contain the parameter Action.")
-                if action not in ACTIONS:
-                    raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
+                _check_query_action(action, request.path)
                 params = _wire.query_params(action, form)
             context = Context(
                 client=self.client,
@@ -135,7 +134,7 @@ class Service:
                 region=scope_region(request.headers, request.rel_url.raw_query_string) or "",
             )
             result = await ACTIONS[action](context, params)
-            response = _reply(protocol, action, result, request_id)
+            response = _reply(protocol, action, result, request_id, _wants_json(request))
         except SqsError as caught:
             error = caught
         except SmqError as caught:
@@ -157,7 +156,7 @@ class Service:
         finally:
             self.in_flight -= 1
         if error is not None:
-            response = _error_reply(protocol, error, request_id)
+            response = _error_reply(protocol, error, request_id, _wants_json(request))
         code = error.code if error else None
         self._log(request, request_id, protocol, action, response.status, code, started)
         self.metrics.observe(action, response.status, code, time.perf_counter() - started)
@@ -240,7 +239,31 @@ def _form(request: web.Request, body: bytes) -> dict[str, str]:
     return form
 
 
-def _reply(protocol: str, action: str, result: dict[str, Any], request_id: str) -> web.Response:
+def _check_query_action(action: str, path: str) -> None:
+    """Refuse an Action the endpoint does not serve: a queue URL serves queue actions only."""
+    parts = [part for part in path.split("/") if part]
+    # /{account}/{name}, /{region}/{account}/{name}, or LocalStack's /queue/{region}/{account}/{name}
+    at_queue = len(parts) in (2, 3) or (len(parts) == 4 and parts[0] == "queue")
+    if action not in ACTIONS:
+        if at_queue:
+            raise SqsError("UnknownOperationException", f"Unknown operation {action}.")
+        raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
+    if at_queue and "QueueUrl" not in _wire.INPUTS.get(action, {}):
+        raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
+
+
+def _wants_json(request: web.Request) -> bool:
+    """A Query-protocol client that asks for JSON replies (``Accept: application/json``)."""
+    return "application/json" in request.headers.get("Accept", "")
+
+
+def _reply(
+    protocol: str, action: str, result: dict[str, Any], request_id: str, as_json: bool = False
+) -> web.Response:
+    if protocol == "query" and as_json:
+        return web.json_response(
+            body=_wire.query_json_body(action, result, request_id), headers={"x-amzn-RequestId": request_id}
+        )
     if protocol == "json":
         return web.Response(
             body=_wire.json_body(result),
@@ -254,7 +277,13 @@ def _reply(protocol: str, action: str, result: dict[str, Any], request_id: str) 
     )
 
 
-def _error_reply(protocol: str, error: SqsError, request_id: str) -> web.Response:
+def _error_reply(protocol: str, error: SqsError, request_id: str, as_json: bool = False) -> web.Response:
+    if protocol == "query" and as_json:
+        return web.json_response(
+            status=error.status,
+            body=_wire.query_json_error(error, request_id),
+            headers={"x-amzn-RequestId": request_id},
+        )
     if protocol == "json":
         body, headers = _wire.json_error(error)
         return web.Response(

@@ -39,7 +39,9 @@ ERRORS: dict[str, tuple[str, int]] = {
     "MissingParameter": ("MissingParameter", 400),
     "InvalidAction": ("InvalidAction", 400),
     "MissingAction": ("MissingAction", 400),
-    "UnknownOperationException": ("InvalidAction", 400),
+    # SQS names it so in both protocols (the Query protocol answers it for an
+    # unknown Action sent to a queue URL).
+    "UnknownOperationException": ("UnknownOperationException", 400),
     "MalformedQueryString": ("MalformedQueryString", 404),
     "SerializationException": ("SerializationException", 400),
     "InvalidClientTokenId": ("InvalidClientTokenId", 403),

@@ -275,7 +275,7 @@ def _attributes(ctx: Context, info: QueueInfo, names: set[str]) -> dict[str, str
             },
             separators=(",", ":"),
         )
-    values.update(getattr(config, "extra_attributes", {}))
+    values.update(_encryption(getattr(config, "extra_attributes", {})))
     if config.fifo_queue:
         values["FifoQueue"] = "true"
         values["ContentBasedDeduplication"] = "true" if config.content_based_deduplication else "false"
@@ -284,6 +284,23 @@ def _attributes(ctx: Context, info: QueueInfo, names: set[str]) -> dict[str, str
     if "All" in names:
         return values
     return {name: values[name] for name in sorted(names) if name in values}
+
+
+def _encryption(stored: Mapping[str, str]) -> dict[str, str]:
+    """The stored attributes as SQS reports them, with its encryption defaults.
+
+    A queue is encrypted with SQS-managed keys unless it names a KMS key (or
+    SqsManagedSseEnabled was set false); the KMS data key reuse period
+    (default 300 seconds) is reported only for a queue with a KMS key.
+    """
+    values = dict(stored)
+    if values.get("KmsMasterKeyId"):
+        values["SqsManagedSseEnabled"] = "false"
+        values.setdefault("KmsDataKeyReusePeriodSeconds", "300")
+    else:
+        values.setdefault("SqsManagedSseEnabled", "true")
+        values.pop("KmsDataKeyReusePeriodSeconds", None)
+    return values
 
 
 async def get_queue_attributes(ctx: Context, params: Result) -> Result:
@@ -351,11 +368,3 @@ async def list_queue_tags(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     tags = await ctx.call(queue.tags)
     return {"Tags": tags} if tags else {}
-
-
-async def unsupported_permission(ctx: Context, params: Result) -> Result:
-    ctx.queue_name(params)
-    raise SqsError(
-        "UnsupportedOperation",
-        "smq does not keep queue permissions: access is granted by the server's access keys.",
-    )

@@ -3,19 +3,75 @@
 A task is a record in Redis; the moving is done by whichever ``smq serve``
 process holds its lease (see ``smq._move_tasks``), so a task outlives the
 process that started it.
+
+A TaskHandle is, as in SQS, base64 of a JSON document naming the task and
+its source queue's ARN (``{"taskId": ..., "sourceArn": ...}``). The core
+names a task by its own handle (the source queue and the task's token);
+handles of the earlier form, which this service gave out before, are
+still accepted by CancelMessageMoveTask.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Any
 
-from .._errors import MoveTaskActive, QueueDoesNotExist, SmqError
-from .._move_tasks import RUNNING, MoveTask
+from .._errors import MoveTaskActive, MoveTaskNotFound, QueueDoesNotExist, SmqError
+from .._move_tasks import RUNNING, MoveTask, make_handle, parse_handle
+from .._sources import is_dead_letter_queue
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError, from_core
 
 Result = dict[str, Any]
+
+_ACTIVE = (
+    "There is already a task running. Only one active task is allowed for a source queue arn at a given time."
+)
+
+
+def _missing(parameter: str) -> SqsError:
+    return SqsError(
+        "ResourceNotFoundException",
+        f"The resource that you specified for the {parameter} parameter doesn't exist.",
+    )
+
+
+def _invalid_handle() -> SqsError:
+    return SqsError("InvalidParameterValue", "Value for parameter TaskHandle is invalid.")
+
+
+def task_handle(ctx: Context, source: str, token: str) -> str:
+    """The TaskHandle SQS's clients see for task ``token`` of queue ``source``."""
+    document = json.dumps({"taskId": token, "sourceArn": ctx.arn_of(source)}, separators=(",", ":"))
+    return base64.b64encode(document.encode()).decode()
+
+
+def parse_task_handle(ctx: Context, handle: str) -> tuple[str, str]:
+    """The (source queue, task token) of a TaskHandle, in either form."""
+    try:
+        document = json.loads(base64.b64decode(handle, validate=True))
+    except (binascii.Error, ValueError):
+        document = None
+    if isinstance(document, dict):
+        token, arn = document.get("taskId"), document.get("sourceArn")
+        if not isinstance(token, str) or not isinstance(arn, str) or not token:
+            raise _invalid_handle()
+        try:
+            source = ctx.name_of_arn(arn)
+        except SqsError:
+            raise _invalid_handle() from None
+        return source, token
+    try:
+        return parse_handle(handle)  # the earlier form: the core's own handle
+    except MoveTaskNotFound:
+        raise _invalid_handle() from None
+
+
+def _token(task: MoveTask) -> str:
+    return parse_handle(task.handle)[1]
 
 
 def _entry(ctx: Context, task: MoveTask) -> Result:
@@ -27,7 +83,7 @@ def _entry(ctx: Context, task: MoveTask) -> Result:
         "StartedTimestamp": round(task.started_at * 1000),
     }
     if task.status == RUNNING:
-        entry["TaskHandle"] = task.handle
+        entry["TaskHandle"] = task_handle(ctx, task.source, _token(task))
     if task.destination is not None:
         entry["DestinationArn"] = ctx.arn_of(task.destination)
     if task.max_per_second is not None:
@@ -39,11 +95,11 @@ def _entry(ctx: Context, task: MoveTask) -> Result:
 
 def _error(error: SmqError) -> SqsError:
     if isinstance(error, QueueDoesNotExist):
-        return SqsError("ResourceNotFoundException", str(error))
+        return _missing("SourceArn")
     if isinstance(error, MoveTaskActive):
-        return SqsError(
-            "UnsupportedOperation", f"Only one active message movement task is supported per queue: {error}"
-        )
+        return SqsError("InvalidParameterValue", _ACTIVE)
+    if isinstance(error, MoveTaskNotFound):
+        return SqsError("ResourceNotFoundException", "Task does not exist.")
     return from_core(error)
 
 
@@ -52,12 +108,16 @@ async def start_message_move_task(ctx: Context, params: Result) -> Result:
     destination_arn = p.string(params, "DestinationArn")
     destination = ctx.name_of_arn(destination_arn) if destination_arn else None
     rate = p.integer(params, "MaxNumberOfMessagesPerSecond", 1, 500)
+    if not await ctx.call(ctx.client.queue_exists, source):
+        raise _missing("SourceArn")
+    if not await ctx.call(is_dead_letter_queue, ctx.client, source):
+        raise SqsError("InvalidParameterValue", "Source queue must be configured as a Dead Letter Queue.")
     if destination is not None and ctx.region_of(destination) != ctx.region_of(source):
         raise SqsError(
             "InvalidParameterValue", "The destination queue must be in the region of the source queue."
         )
     if destination is not None and not await ctx.call(ctx.client.queue_exists, destination):
-        raise SqsError("ResourceNotFoundException", f"The destination queue {destination!r} does not exist.")
+        raise _missing("DestinationArn")
     try:
         task = await ctx.call(
             lambda: ctx.client.start_move_task(source, destination=destination, max_per_second=rate)
@@ -65,7 +125,7 @@ async def start_message_move_task(ctx: Context, params: Result) -> Result:
     except SmqError as error:
         raise _error(error) from None
     ctx.kick_move_tasks()
-    return {"TaskHandle": task.handle}
+    return {"TaskHandle": task_handle(ctx, source, _token(task))}
 
 
 async def list_message_move_tasks(ctx: Context, params: Result) -> Result:
@@ -79,9 +139,11 @@ async def list_message_move_tasks(ctx: Context, params: Result) -> Result:
 
 
 async def cancel_message_move_task(ctx: Context, params: Result) -> Result:
-    handle = p.required_string(params, "TaskHandle")
+    source, token = parse_task_handle(ctx, p.required_string(params, "TaskHandle"))
+    if not await ctx.call(ctx.client.queue_exists, source):
+        raise _missing("SourceArn")
     try:
-        task = await ctx.call(ctx.client.cancel_move_task, handle)
+        task = await ctx.call(ctx.client.cancel_move_task, make_handle(source, token))
     except SmqError as error:
         raise _error(error) from None
     return {"ApproximateNumberOfMessagesMoved": task.moved}

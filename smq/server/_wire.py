@@ -368,3 +368,30 @@ def query_error(error: SqsError, request_id: str) -> bytes:
         f"<Message>{_text(error.query_message)}</Message><Detail/></Error>"
         f"<RequestId>{request_id}</RequestId></ErrorResponse>"
     ).encode()
+
+
+# -- Query, replies in JSON (``Accept: application/json``) ------------------------
+
+
+def query_json_body(action: str, result: Mapping[str, Any] | None, request_id: str) -> bytes:
+    """The reply of a Query-protocol action to a client that asks for JSON.
+
+    The XML reply's layout as JSON: ``{"<Action>Response": {"<Action>Result":
+    {...}, "ResponseMetadata": {"RequestId": ...}}}``, the result's members
+    as the JSON protocol names and shapes them.
+    """
+    response: dict[str, Any] = {}
+    if result or action not in NO_RESULT:
+        response[f"{action}Result"] = dict(result or {})
+    response["ResponseMetadata"] = {"RequestId": request_id}
+    return json_body({f"{action}Response": response})
+
+
+def query_json_error(error: SqsError, request_id: str) -> bytes:
+    """A Query-protocol error, to a client that asks for JSON: the XML error's layout."""
+    return json_body(
+        {
+            "Error": {"Type": error.fault, "Code": error.query_code, "Message": error.message},
+            "RequestId": request_id,
+        }
+    )

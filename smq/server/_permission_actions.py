@@ -1,0 +1,155 @@
+"""AddPermission and RemovePermission: labelled statements of a queue's Policy.
+
+As in SQS, each permission is a statement of the queue's Policy attribute
+(a JSON policy document), named by its label (``Sid``): ``Effect`` Allow,
+``Principal`` the accounts' root ARNs, ``Action`` ``SQS:<action>``,
+``Resource`` the queue's ARN. smq stores policies and returns them; it does
+not enforce them (access is granted by the server's access keys).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .._policy import update_extra_attribute
+from . import _params as p
+from ._context import Context
+from ._errors import SqsError
+
+Result = dict[str, Any]
+
+_LABEL = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_ACCOUNT = re.compile(r"\d{12}")
+# What another account may be allowed to do with a queue.
+GRANTABLE = (
+    "*",
+    "ChangeMessageVisibility",
+    "DeleteMessage",
+    "GetQueueAttributes",
+    "GetQueueUrl",
+    "ListDeadLetterSourceQueues",
+    "PurgeQueue",
+    "ReceiveMessage",
+    "SendMessage",
+)
+# What only the queue's owner may do.
+OWNER_ONLY = (
+    "AddPermission",
+    "CancelMessageMoveTask",
+    "CreateQueue",
+    "DeleteQueue",
+    "ListMessageMoveTasks",
+    "ListQueueTags",
+    "ListQueues",
+    "RemovePermission",
+    "SetQueueAttributes",
+    "StartMessageMoveTask",
+    "TagQueue",
+    "UntagQueue",
+)
+
+
+def _invalid(value: str, parameter: str, reason: str) -> SqsError:
+    return SqsError(
+        "InvalidParameterValue", f"Value {value} for parameter {parameter} is invalid. Reason: {reason}"
+    )
+
+
+def _label(params: Result) -> str:
+    label = p.required_string(params, "Label")
+    if not _LABEL.fullmatch(label):
+        raise _invalid(
+            label,
+            "Label",
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length.",
+        )
+    return label
+
+
+def _required_list(params: Result, name: str) -> list[str]:
+    values = p.string_list(params, name)
+    if not values:
+        raise SqsError("MissingParameter", f"The request must contain the parameter {name}.")
+    return list(dict.fromkeys(values))
+
+
+def _actions(params: Result) -> list[str]:
+    actions = _required_list(params, "Actions")
+    for action in actions:
+        if action in OWNER_ONLY:
+            raise _invalid(action, "ActionName", "Only the queue owner is allowed to invoke this action.")
+        if action not in GRANTABLE:
+            raise _invalid(
+                action, "ActionName", "Please refer to the appropriate WSDL for a list of valid actions."
+            )
+    return actions
+
+
+def _accounts(params: Result) -> list[str]:
+    accounts = _required_list(params, "AWSAccountIds")
+    for account in accounts:
+        if not _ACCOUNT.fullmatch(account):
+            raise _invalid(account, "PrincipalId", "Unable to verify principal.")
+    return accounts
+
+
+def _statements(document: dict[str, Any]) -> list[Any]:
+    statements = document.get("Statement", [])
+    if isinstance(statements, dict):
+        statements = [statements]
+    if not isinstance(statements, list):
+        raise SqsError("InvalidParameterValue", "The queue's Policy has a Statement that is not a list.")
+    return statements
+
+
+def _labels(statements: list[Any]) -> set[str]:
+    return {s["Sid"] for s in statements if isinstance(s, dict) and isinstance(s.get("Sid"), str)}
+
+
+async def add_permission(ctx: Context, params: Result) -> Result:
+    name = ctx.queue_name(params)
+    label = _label(params)
+    accounts = _accounts(params)
+    actions = _actions(params)
+    arn = ctx.arn_of(name)
+    statement = {
+        "Sid": label,
+        "Effect": "Allow",
+        "Principal": {"AWS": [f"arn:aws:iam::{account}:root" for account in accounts]},
+        "Action": [f"SQS:{action}" for action in actions],
+        "Resource": arn,
+    }
+
+    def change(current: str) -> str:
+        document = (
+            json.loads(current) if current else {"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy"}
+        )
+        statements = _statements(document)
+        if label in _labels(statements):
+            raise _invalid(label, "Label", "Already exists.")
+        document["Statement"] = [*statements, statement]
+        return json.dumps(document, separators=(",", ":"))
+
+    await ctx.call(update_extra_attribute, ctx.client, name, "Policy", change)
+    return {}
+
+
+async def remove_permission(ctx: Context, params: Result) -> Result:
+    name = ctx.queue_name(params)
+    label = p.required_string(params, "Label")
+
+    def change(current: str) -> str:
+        document = json.loads(current) if current else {}
+        statements = _statements(document)
+        if label not in _labels(statements):
+            raise _invalid(label, "Label", "can't find label.")
+        kept = [s for s in statements if not (isinstance(s, dict) and s.get("Sid") == label)]
+        if not kept:
+            return ""  # no statement left: the queue has no Policy, as before the first AddPermission
+        document["Statement"] = kept
+        return json.dumps(document, separators=(",", ":"))
+
+    await ctx.call(update_extra_attribute, ctx.client, name, "Policy", change)
+    return {}

@@ -1,0 +1,219 @@
+"""AddPermission and RemovePermission, on both protocols: labelled statements
+kept in the queue's Policy attribute, with SQS's checks and errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+import smq
+from http_support import ACCOUNT, REGION
+
+ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
+
+
+@pytest.fixture
+def url(api: Any) -> str:
+    return str(api.create_queue(QueueName="jobs")["QueueUrl"])
+
+
+def policy_of(api: Any, url: str) -> dict[str, Any] | None:
+    attributes = api.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"]).get("Attributes", {})
+    return json.loads(attributes["Policy"]) if "Policy" in attributes else None
+
+
+def error(caught: pytest.ExceptionInfo[ClientError]) -> tuple[str, int, str]:
+    response = caught.value.response
+    return (
+        response["Error"]["Code"],
+        response["ResponseMetadata"]["HTTPStatusCode"],
+        response["Error"]["Message"],
+    )
+
+
+def test_add_permission_keeps_a_statement_under_its_label(api: Any, url: str) -> None:
+    api.add_permission(
+        QueueUrl=url,
+        Label="AliceSendMessage",
+        AWSAccountIds=["111122223333", "444455556666"],
+        Actions=["SendMessage", "ReceiveMessage"],
+    )
+    policy = policy_of(api, url)
+    assert policy is not None and policy["Version"] == "2012-10-17"
+    assert policy["Statement"] == [
+        {
+            "Sid": "AliceSendMessage",
+            "Effect": "Allow",
+            "Principal": {"AWS": ["arn:aws:iam::111122223333:root", "arn:aws:iam::444455556666:root"]},
+            "Action": ["SQS:SendMessage", "SQS:ReceiveMessage"],
+            "Resource": ARN,
+        }
+    ]
+    api.add_permission(QueueUrl=url, Label="everything", AWSAccountIds=["111122223333"], Actions=["*"])
+    policy = policy_of(api, url)
+    assert policy is not None
+    assert [(s["Sid"], s["Action"]) for s in policy["Statement"]] == [
+        ("AliceSendMessage", ["SQS:SendMessage", "SQS:ReceiveMessage"]),
+        ("everything", ["SQS:*"]),
+    ]
+
+
+def test_remove_permission_drops_its_statement_and_the_last_one_the_policy(api: Any, url: str) -> None:
+    for label in ("one", "two"):
+        api.add_permission(QueueUrl=url, Label=label, AWSAccountIds=["111122223333"], Actions=["SendMessage"])
+    api.remove_permission(QueueUrl=url, Label="one")
+    policy = policy_of(api, url)
+    assert policy is not None and [s["Sid"] for s in policy["Statement"]] == ["two"]
+    api.remove_permission(QueueUrl=url, Label="two")
+    assert policy_of(api, url) is None
+
+
+def test_statements_join_a_policy_set_by_set_queue_attributes(api: Any, url: str) -> None:
+    mine = {"Sid": "mine", "Effect": "Deny", "Principal": "*", "Action": "SQS:*", "Resource": ARN}
+    api.set_queue_attributes(
+        QueueUrl=url, Attributes={"Policy": json.dumps({"Version": "2012-10-17", "Statement": [mine]})}
+    )
+    api.add_permission(QueueUrl=url, Label="added", AWSAccountIds=["111122223333"], Actions=["GetQueueUrl"])
+    policy = policy_of(api, url)
+    assert policy is not None and policy["Statement"][0] == mine
+    assert [s["Sid"] for s in policy["Statement"]] == ["mine", "added"]
+    with pytest.raises(ClientError) as caught:
+        api.add_permission(
+            QueueUrl=url, Label="mine", AWSAccountIds=["111122223333"], Actions=["SendMessage"]
+        )
+    assert error(caught) == (
+        "InvalidParameterValue",
+        400,
+        "Value mine for parameter Label is invalid. Reason: Already exists.",
+    )
+    api.remove_permission(QueueUrl=url, Label="mine")
+    policy = policy_of(api, url)
+    assert policy is not None and [s["Sid"] for s in policy["Statement"]] == ["added"]
+
+
+def test_a_label_in_use_or_unknown_is_invalid_parameter_value(api: Any, url: str) -> None:
+    api.add_permission(QueueUrl=url, Label="L", AWSAccountIds=["111122223333"], Actions=["SendMessage"])
+    before = policy_of(api, url)
+    with pytest.raises(ClientError) as caught:
+        api.add_permission(QueueUrl=url, Label="L", AWSAccountIds=["444455556666"], Actions=["DeleteMessage"])
+    assert error(caught) == (
+        "InvalidParameterValue",
+        400,
+        "Value L for parameter Label is invalid. Reason: Already exists.",
+    )
+    assert policy_of(api, url) == before
+    with pytest.raises(ClientError) as caught:
+        api.remove_permission(QueueUrl=url, Label="M")
+    assert error(caught) == (
+        "InvalidParameterValue",
+        400,
+        "Value M for parameter Label is invalid. Reason: can't find label.",
+    )
+    api.remove_permission(QueueUrl=url, Label="L")
+    with pytest.raises(ClientError) as caught:
+        api.remove_permission(QueueUrl=url, Label="L")  # no policy at all
+    assert error(caught)[2] == "Value L for parameter Label is invalid. Reason: can't find label."
+
+
+@pytest.mark.parametrize(
+    ("label", "accounts", "actions", "code", "message"),
+    [
+        (
+            "a b",
+            ["111122223333"],
+            ["SendMessage"],
+            "InvalidParameterValue",
+            "Value a b for parameter Label is invalid.",
+        ),
+        (
+            "x" * 81,
+            ["111122223333"],
+            ["SendMessage"],
+            "InvalidParameterValue",
+            f"Value {'x' * 81} for parameter Label",
+        ),
+        (
+            "ok",
+            [],
+            ["SendMessage"],
+            "MissingParameter",
+            "The request must contain the parameter AWSAccountIds.",
+        ),
+        ("ok", ["111122223333"], [], "MissingParameter", "The request must contain the parameter Actions."),
+        (
+            "ok",
+            ["1234"],
+            ["SendMessage"],
+            "InvalidParameterValue",
+            "Value 1234 for parameter PrincipalId is invalid.",
+        ),
+        (
+            "ok",
+            ["111122223333"],
+            ["Frobnicate"],
+            "InvalidParameterValue",
+            "Value Frobnicate for parameter ActionName",
+        ),
+        (
+            "ok",
+            ["111122223333"],
+            ["DeleteQueue"],
+            "InvalidParameterValue",
+            "Value DeleteQueue for parameter ActionName is invalid. "
+            "Reason: Only the queue owner is allowed to invoke this action.",
+        ),
+    ],
+    ids=[
+        "label-chars",
+        "label-length",
+        "no-accounts",
+        "no-actions",
+        "bad-account",
+        "unknown-action",
+        "owner-only",
+    ],
+)
+def test_add_permission_checks_its_parameters(
+    api: Any, url: str, label: str, accounts: list[str], actions: list[str], code: str, message: str
+) -> None:
+    with pytest.raises(ClientError) as caught:
+        api.add_permission(QueueUrl=url, Label=label, AWSAccountIds=accounts, Actions=actions)
+    found = error(caught)
+    assert found[:2] == (code, 400) and found[2].startswith(message), found
+    assert policy_of(api, url) is None
+
+
+def test_permissions_of_a_missing_queue_are_queue_does_not_exist(api: Any, sqs_server: Any) -> None:
+    missing = f"{sqs_server.url}/{ACCOUNT}/nowhere"
+    with pytest.raises(api.exceptions.QueueDoesNotExist):
+        api.add_permission(
+            QueueUrl=missing, Label="l", AWSAccountIds=["111122223333"], Actions=["SendMessage"]
+        )
+    with pytest.raises(api.exceptions.QueueDoesNotExist):
+        api.remove_permission(QueueUrl=missing, Label="l")
+
+
+def test_concurrent_permission_changes_are_all_kept(api: Any, url: str, core: smq.Client) -> None:
+    labels = [f"label-{n}" for n in range(16)]
+    failures: list[BaseException] = []
+
+    def add(label: str) -> None:
+        try:
+            api.add_permission(
+                QueueUrl=url, Label=label, AWSAccountIds=["111122223333"], Actions=["SendMessage"]
+            )
+        except BaseException as caught:  # reported below
+            failures.append(caught)
+
+    threads = [threading.Thread(target=add, args=(label,)) for label in labels]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    policy = policy_of(api, url)
+    assert policy is not None and sorted(s["Sid"] for s in policy["Statement"]) == sorted(labels)
