@@ -94,6 +94,7 @@ for i = 1, count do
       if visibility_ms > 0 then
         redis.call('ZADD', inflight, now + visibility_ms, id)
         redis.call('HINCRBY', meta, 'ghosts', 1)
+        sooner = sooner + 1  -- waiting long polls learn of the new expiry
       end
       changed = changed + 1
       emit(events, events_max, now, 'visibility_changed', id, receive_count, visibility_ms)
