@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -329,3 +330,23 @@ def test_a_server_in_another_region_keeps_its_own_queues_under_bare_names(
         assert core.list_queues() == ["orders", f"{REGION}:{ACCOUNT}:orders"]
     finally:
         server.stop()
+
+
+def test_errors_name_a_regional_queue_as_the_client_knows_it(away: Any) -> None:
+    url = away.create_queue(QueueName="jobs")["QueueUrl"]
+    away.purge_queue(QueueUrl=url)
+    with pytest.raises(ClientError) as caught:
+        away.purge_queue(QueueUrl=url)
+    assert caught.value.response["Error"]["Message"] == (
+        "Only one PurgeQueue operation on jobs is allowed every 60 seconds."
+    )
+
+
+def test_a_query_get_on_a_regional_queue_url_serves_queue_actions(away: Any, protocol: str) -> None:
+    url = away.create_queue(QueueName="jobs")["QueueUrl"]
+    away.send_message(QueueUrl=url, MessageBody="hello")
+    with urllib.request.urlopen(f"{url}?Action=GetQueueAttributes&AttributeName.1=All", timeout=10) as reply:
+        assert "<Name>ApproximateNumberOfMessages</Name><Value>1</Value>" in reply.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(f"{url}?Action=ListQueues", timeout=10)
+    assert "<Code>InvalidAction</Code>" in caught.value.read().decode()

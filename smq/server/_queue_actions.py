@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._config import QueueInfo, RedrivePolicy, check_queue_name, is_fifo_name
-from .._errors import InvalidQueueName, QueueNameExists, SmqError
+from .._errors import InvalidQueueName, PurgeQueueInProgress, QueueNameExists, SmqError
 from .._names import check_sqs_name, split_name
 from . import _params as p
 from ._context import Context
@@ -250,7 +250,14 @@ async def delete_queue(ctx: Context, params: Result) -> Result:
 
 async def purge_queue(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    await ctx.call(functools.partial(queue.purge, interval=60))  # SQS: one purge per 60 s
+    try:
+        await ctx.call(functools.partial(queue.purge, interval=60))  # SQS: one purge per 60 s
+    except PurgeQueueInProgress:
+        # Named as the client knows it, without the region and account of the core name.
+        raise SqsError(
+            "PurgeQueueInProgress",
+            f"Only one PurgeQueue operation on {split_name(queue.name)[2]} is allowed every 60 seconds.",
+        ) from None
     return {}
 
 
