@@ -140,6 +140,7 @@ while want > 0 and skips > 0 do
       ghosts = ghosts + 1
       skips = skips - 1
     elseif now - sent_ms_of(record) >= retention_ms then
+      taken[id] = true  -- a second entry of it in this page is a ghost
       redis.call('HDEL', messages, id)
       redis.call('HDEL', state, id)
       redis.call('HDEL', origins, id)
@@ -147,6 +148,7 @@ while want > 0 and skips > 0 do
       skips = skips - 1
       emit(events, events_max, now, 'retention_expired', id, receive_count)
     elseif dlq ~= '' and max_receives > 0 and receive_count >= max_receives then
+      taken[id] = true
       local entry = dead_letter_out(outbox, outbox_at, now, id, token, dlq, queue_name,
         receive_count, first_ms, record)
       redis.call('HDEL', messages, id)

@@ -320,7 +320,7 @@ while want > 0 and skips > 0 do
       end
     end
     if handed > 0 or blocked_inflight then
-      redis.call('HSET', k.groups, group, 'l')  -- its head is in flight now
+      redis.call('HSET', k.groups, group, 1)  -- locked: its head is in flight now
     elseif blocked_sent ~= nil then
       redis.call('HSET', k.groups, group, 'w')
       redis.call('ZADD', k.waiting, blocked_sent, group)

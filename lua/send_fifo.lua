@@ -101,13 +101,16 @@ for i = 1, count do
     key = ARGV[base + 5]
   end
   local first = false
-  if per_group then
-    -- Ids seen while the scope was 'queue' keep deduplicating across groups
-    -- until their window lapses, as on SQS after a scope switch.
-    first = redis.call('HGET', dedup, key)
-    key = group .. ' ' .. key
+  if key ~= '' then
+    -- After a scope switch, ids seen under the other scope keep deduplicating
+    -- until their window lapses (queue -> messageGroup as on SQS; the other
+    -- way alike): look under both forms, store under the current one.
+    local grouped = group .. ' ' .. key
+    first = redis.call('HGET', dedup, key) or redis.call('HGET', dedup, grouped)
+    if per_group then
+      key = grouped
+    end
   end
-  first = first or redis.call('HGET', dedup, key)
   if tonumber(ARGV[base + 1]) > max_size then
     reply[#reply + 1] = E_TOO_LONG
     reply[#reply + 1] = id

@@ -504,3 +504,16 @@ def test_peek_shows_a_fifo_queue_group_by_group_without_the_messages_in_flight(c
     (held,) = queue.peek("in_flight")
     assert (held.body, held.receipt_handle) == ("b1", b1.receipt_handle)
     assert queue.attributes().counters["received"] == 1  # peeking changed nothing
+
+
+def test_ids_seen_under_either_scope_keep_deduplicating_after_a_switch(client: smq.Client) -> None:
+    queue = client.create_queue("jobs.fifo", deduplication_scope="messageGroup")
+    assert not queue.send("a", message_group_id="g1", deduplication_id="same").duplicate
+    queue.set_attributes(deduplication_scope="queue")
+    # Seen in g1 under the per-group scope: still a duplicate there, within the window.
+    assert queue.send("b", message_group_id="g1", deduplication_id="same").duplicate
+    queue.set_attributes(deduplication_scope="messageGroup")
+    assert not queue.send("c", message_group_id="g2", deduplication_id="other").duplicate
+    queue.set_attributes(deduplication_scope="queue")
+    assert queue.send("d", message_group_id="g2", deduplication_id="other").duplicate
+    assert queue.attributes().visible == 2

@@ -332,3 +332,21 @@ def test_a_message_itself_stands_for_its_receipt(client: smq.Client) -> None:
     queue.change_visibility(message, 0)
     (again,) = queue.receive()
     assert queue.delete(again) is True
+
+
+def test_a_hidden_again_message_dead_lettered_with_its_list_entry_counts_once(
+    client: smq.Client, clock: Clock
+) -> None:
+    client.create_queue("dlq")
+    queue = client.create_queue("jobs", redrive_policy=smq.RedrivePolicy("dlq", 1))
+    queue.send("x")
+    (message,) = queue.receive(visibility_timeout=10)
+    queue.change_visibility(message.receipt_handle, 0)
+    queue.change_visibility(message.receipt_handle, 5)  # hidden again: its list entry stays
+    clock.advance(6)
+    assert queue.receive(10) == []  # both entries popped together; over max receives: moved once
+    info = queue.attributes()
+    assert (info.visible, info.in_flight) == (0, 0)
+    assert info.counters["dead_lettered"] == 1
+    queue.send("y")
+    assert queue.attributes().visible == 1

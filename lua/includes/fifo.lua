@@ -7,8 +7,8 @@
 --   ordered (zset, every score 0): "<group> <seq> <id>"; a lex range over
 --     "<group> " is that group's stored messages in send order
 --   groups (hash): group -> 'r' (listed in ready), 'w' (listed in waiting),
---     or 'l' (locked: its head is in flight; a number, from earlier
---     releases, means the same)
+--     or a number (locked: its head is in flight; written as 1, which the
+--     count-based release of 0.1.0 clients also reads as locked)
 --   ready (list): groups whose head may be received, oldest first
 --   waiting (zset): groups whose head is still delayed, scored by the
 --     head's sent_ms (the queue's delay is retroactive, as in SQS)
@@ -49,7 +49,7 @@ local function fifo_schedule(k, group, now, delay_ms)
     return false
   end
   if k.inflight and redis.call('ZSCORE', k.inflight, member_id(head[1])) then
-    redis.call('HSET', k.groups, group, 'l')
+    redis.call('HSET', k.groups, group, 1)
     return false
   end
   if delay_ms > 0 then

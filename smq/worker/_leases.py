@@ -131,7 +131,9 @@ class LeaseKeeper:
                 self._finish(lease)
                 return
             # Also after a timeout ran out unnoticed: the newest receipt still
-            # deletes, and a stale one is ignored by the script (fencing).
+            # deletes (on a FIFO queue it has expired, as on SQS: the delete
+            # fails, is logged, and the message comes back), and a stale one
+            # is ignored by the script (fencing).
             lease.state = FINISHING
             self._queued()
             self._deletes.append(lease)
