@@ -185,7 +185,7 @@ def test_the_getting_started_material_runs_as_written_in_order(folder: Folder) -
         assert "got resize image 42" in everything
         assert "sending welcome mail for user 7" in everything
         assert "resizing resize image 7 receive 1" in everything, everything
-    assert "resizing resize image 8" in everything, everything
+        assert "resizing resize image 8" in everything, everything
         assert "building weekly report for team 3" in everything  # the README's tour
         with folder.client() as client:  # what the blocks did is in the folder's own server
             assert set(client.list_queues()) >= {"hello", "jobs", "emails", "reports"}
