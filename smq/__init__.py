@@ -44,6 +44,7 @@ from ._errors import (
     SmqError,
     StaleReceipt,
     TooManyEntriesInBatchRequest,
+    Unavailable,
     UnsafeRedisConfig,
     VisibilityCeilingExceeded,
 )
@@ -116,6 +117,7 @@ __all__ = [
     "SmqError",
     "StaleReceipt",
     "TooManyEntriesInBatchRequest",
+    "Unavailable",
     "UnsafeRedisConfig",
     "VisibilityCeilingExceeded",
     "Worker",

@@ -9,8 +9,8 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import BusyLoadingError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
@@ -32,6 +32,7 @@ from ._errors import (
     QueueDoesNotExist,
     QueueNameExists,
     Status,
+    Unavailable,
     UnsafeRedisConfig,
     error_for,
 )
@@ -41,7 +42,7 @@ from ._move_tasks import MoveTask
 from ._moves import recover, redrive
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR, split_name
 from ._queue import Queue
-from ._scripts import ScriptRunner, text_pairs
+from ._scripts import NotSent, ScriptRunner, text_pairs
 from ._settings import Settings
 from ._sources import list_sources, note_source
 from ._tags import check_tags
@@ -364,7 +365,11 @@ class Client:
             self._check_redis()
         try:
             reply = self._scripts.run(script, keys, args)
+        except (NotSent, BusyLoadingError) as error:
+            raise Unavailable(f"{script} on queue {queue!r} did not run: {error}") from error
         except (RedisConnectionError, RedisTimeoutError) as error:
+            if _connect_failed(error):
+                raise Unavailable(f"{script} on queue {queue!r} did not run: {error}") from error
             raise OutcomeUnknown(f"{script} on queue {queue!r}: {error}") from error
         except RedisError as error:
             raise BackendError(f"{script} on queue {queue!r}: {error}") from error
@@ -377,10 +382,12 @@ class Client:
             return function(*args, **kwargs)
         except RedisConnectionError as error:
             if self._embedded_default:
-                raise BackendError(
+                raise Unavailable(
                     f"no Redis URL given, and no embedded server answers at {self.settings.url}: "
                     "start one with `smq serve` in this folder, or pass a URL (or set SMQ_REDIS_URL)"
                 ) from error
+            if isinstance(error, BusyLoadingError) or _connect_failed(error):
+                raise Unavailable(str(error)) from error
             raise BackendError(str(error)) from error
         except RedisError as error:
             raise BackendError(str(error)) from error
@@ -435,3 +442,14 @@ def _decodes_responses(redis_client: Any) -> bool:
 
 
 __all__ = ["Client", "Status", "connect"]
+
+
+def _connect_failed(error: BaseException) -> bool:
+    """Whether redis-py raised while connecting, before sending anything.
+
+    redis-py words every failure of its ``connect()`` "Error N connecting to
+    ..." (or "Timeout connecting to ..."); calls that go through redis-py's
+    own command path (cluster redirects, script loads) are told apart so.
+    """
+    text = str(error)
+    return " connecting to " in text or text.startswith(("Timeout connecting", "Connection refused"))

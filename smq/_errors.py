@@ -32,6 +32,9 @@
     ├── UnsafeRedisConfig                maxmemory-policy may evict queue data
     ├── LeaseLost                        a worker no longer holds the message
     └── BackendError                     Redis unreachable or failing
+        ├── Unavailable                  the call surely did not run (no
+        │                                connection, or Redis still loading):
+        │                                retry it
         └── OutcomeUnknown               connection lost mid-call: the script
                                          may or may not have run
 """
@@ -175,6 +178,15 @@ class LeaseLost(SmqError):
 
 class BackendError(SmqError):
     """Redis could not be reached or failed."""
+
+
+class Unavailable(BackendError):
+    """Redis could not take the call, which surely did not run: retry it.
+
+    Raised when no connection could be made (refused, no socket, connect
+    timeout) or Redis answered that it is still loading its data. Nothing was
+    written, so retrying is safe for every call, sends included.
+    """
 
 
 class OutcomeUnknown(BackendError):

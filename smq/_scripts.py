@@ -29,7 +29,14 @@ import hiredis
 from redis import Redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import AskError, ConnectionError, MovedError, NoScriptError, TimeoutError
+from redis.exceptions import (
+    AskError,
+    BusyLoadingError,
+    ConnectionError,
+    MovedError,
+    NoScriptError,
+    TimeoutError,
+)
 
 from ._fork import reset_after_fork
 from ._keys import KINDS, QueueKeys
@@ -87,6 +94,10 @@ def sources() -> dict[str, ScriptSource]:
 _IDLE_CHECK_SECONDS = 1.0
 
 
+class NotSent(ConnectionError):
+    """The script was not (wholly) sent, so it did not run: no connection, or the write failed."""
+
+
 class ScriptRunner:
     """Runs scripts by name against one Redis (or Redis Cluster) client.
 
@@ -135,8 +146,17 @@ class ScriptRunner:
         node, pool = target
         connection = self._connection(node, pool)
         try:
+            # Connecting, or writing: a failure here leaves the command unsent or
+            # cut short (a peer gone before the last byte ran nothing).
+            connection.connect()
             connection.send_packed_command(_pack(("EVALSHA", sha, len(key_names), *key_names, *args)))
+        except (ConnectionError, TimeoutError, OSError) as error:
+            self._drop(node, connection)
+            raise NotSent(str(error)) from error
+        try:
             return connection.read_response()
+        except BusyLoadingError:
+            raise  # answered LOADING: the script did not run, and the connection is fine
         except (MovedError, AskError):
             return self._redis.evalsha(sha, len(key_names), *key_names, *args)
         except (ConnectionError, TimeoutError, OSError):

@@ -112,7 +112,8 @@ def test_public_surface_is_pinned() -> None:
             "QueueDoesNotExist", "QueueInfo", "QueueNameExists", "ReceiptError", "ReceiptExpired",
             "ReceiptHandleIsInvalid",
             "RedisHealth", "RedrivePolicy", "SendEntry", "SendResult", "Settings", "SmqError", "StaleReceipt",
-            "TooManyEntriesInBatchRequest", "UnsafeRedisConfig", "VisibilityCeilingExceeded", "Worker",
+            "TooManyEntriesInBatchRequest", "Unavailable", "UnsafeRedisConfig", "VisibilityCeilingExceeded",
+            "Worker",
             "WorkerConfig",
             "md5_of_attributes", "md5_of_body",
         ]

@@ -134,6 +134,7 @@ _FROM_CORE: dict[type[core.SmqError], str] = {
     core.MoveTaskNotFound: "ResourceNotFoundException",
     core.MoveTaskActive: "UnsupportedOperation",
     core.UnsafeRedisConfig: "ServiceUnavailable",
+    core.Unavailable: "ServiceUnavailable",  # surely did not run: SDKs retry a 503
     core.OutcomeUnknown: "InternalFailure",
     core.BackendError: "ServiceUnavailable",
 }
