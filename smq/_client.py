@@ -9,12 +9,13 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import BusyLoadingError, RedisError
+from redis.exceptions import BusyLoadingError, NoPermissionError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from . import _move_tasks
+from ._access import ACL_HINT, check_access
 from ._config import (
     FIFO_INFLIGHT_LIMIT,
     QueueConfig,
@@ -396,8 +397,23 @@ class Client:
         return "" if self._now_ms_override is None else str(self._now_ms_override)
 
     def _check_redis(self) -> None:
+        try:
+            self._check_eviction()
+            check_access(self)
+        except NoPermissionError as error:  # NOPERM on EVALSHA or SCRIPT LOAD themselves
+            raise BackendError(f"{error}: give the Redis user smq's ACL ({ACL_HINT})") from error
+        except (NotSent, BusyLoadingError) as error:
+            raise Unavailable(f"the access check did not run: {error}") from error
+        except RedisError as error:
+            raise BackendError(f"the access check failed: {error}") from error
+        except BackendError as error:
+            if isinstance(error.__cause__, NoPermissionError):
+                raise BackendError(f"{error}: give the Redis user smq's ACL ({ACL_HINT})") from error
+            raise
+        self._checked = True
+
+    def _check_eviction(self) -> None:
         if self.settings.allow_eviction:
-            self._checked = True
             return
         healths = self.redis_health()
         for health in healths:
@@ -407,7 +423,6 @@ class Client:
                     f"Redis maxmemory-policy is {policy!r}: it may evict queue data. "
                     "Set it to 'noeviction', or pass Settings(allow_eviction=True) to accept the risk"
                 )
-        self._checked = True
 
     def _check_dead_letter_target(self, name: str, config: QueueConfig) -> None:
         policy = config.redrive_policy

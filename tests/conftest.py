@@ -34,6 +34,23 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedR
         yield server
 
 
+ACL_PASSWORD = "smq-acl-test"
+
+
+@pytest.fixture(scope="session")
+def acl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    """The embedded default server with a least-privilege user ``smq`` (smq's own ACL)."""
+    from smq._access import acl_rules
+
+    config = [f"user smq on >{ACL_PASSWORD} {acl_rules()}"]
+    with EmbeddedRedis(tmp_path_factory.mktemp("acl"), config=config) as server:
+        yield server
+
+
+def acl_url(server: EmbeddedRedis, user: str = "smq", password: str = ACL_PASSWORD) -> str:
+    return f"unix://{user}:{password}@{server.socket_path}"
+
+
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
     with EmbeddedCluster(tmp_path_factory.mktemp("cluster"), masters=3) as cluster:
@@ -100,16 +117,27 @@ def _fresh(request: pytest.FixtureRequest) -> smq.Client:
         return _fresh_real(request.getfixturevalue("redis_server"))
     if request.param in OTHER_SERVERS:
         return _fresh_real(request.getfixturevalue("other_servers")[request.param])
+    if request.param == "acl":
+        server = request.getfixturevalue("acl_server")
+        admin = server.client()
+        admin.flushall()
+        made = smq.Client(acl_url(server))
+        _ADMINS[id(made)] = admin
+        return made
     return _fresh_cluster(request.getfixturevalue("redis_cluster"))
 
 
-@pytest.fixture(params=["fake", "redis", "cluster", *OTHER_SERVERS])
+@pytest.fixture(params=["fake", "redis", "cluster", *OTHER_SERVERS, "acl"])
 def client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
     """A client on a fresh, empty backend: fakeredis, the embedded default server
-    (Valkey), a Redis Cluster, Redis 6.2 or Redis 7."""
+    (Valkey), a Redis Cluster, Redis 6.2, Redis 7, or the embedded server as a
+    user with smq's least-privilege ACL only."""
     made = _fresh(request)
     yield made
     made.close()
+    admin = _ADMINS.pop(id(made), None)
+    if admin is not None:
+        admin.close()
 
 
 @pytest.fixture
@@ -166,9 +194,13 @@ def stderr_line_after(process: subprocess.Popen[str], marker: str, timeout: floa
     raise AssertionError(f"no {marker!r} from {process.args}: {process.stderr.read()}")
 
 
+_ADMINS: dict[int, redis.Redis] = {}
+
+
 def raw(client: smq.Client) -> redis.Redis:
-    """The redis-py client under an smq client, for inspecting keys in tests."""
-    return client._redis  # type: ignore[no-any-return]
+    """The redis-py client under an smq client, for inspecting keys in tests
+    (an admin connection where the client is the least-privilege ACL user)."""
+    return _ADMINS.get(id(client), client._redis)
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import (  # noqa: F401
+    _acl,
     _analyze,
     _demo,
     _dlq,

@@ -1,0 +1,21 @@
+"""``smq redis-acl``: the Redis ACL of a least-privilege user for smq."""
+
+from __future__ import annotations
+
+import click
+
+from .._access import acl_rules
+from ._base import main
+
+
+@main.command(name="redis-acl")
+@click.option("--user", default="smq", show_default=True, help="The ACL user's name.")
+def redis_acl(user: str) -> None:
+    """Print the ACL SETUSER command of a Redis user that may do what smq does, and no more.
+
+    Its keys and Pub/Sub channels are those under ``smq:``; its commands are
+    those smq's scripts and clients run. Replace PASSWORD, run it with
+    redis-cli as an admin (or put ``user ...`` in the ACL file), and give smq
+    the user in its URL: ``redis://smq:PASSWORD@host:6379/0``.
+    """
+    click.echo(f"ACL SETUSER {user} on >PASSWORD {acl_rules()}")
