@@ -402,8 +402,9 @@ class Client:
             check_access(self)
         except NoPermissionError as error:  # NOPERM on EVALSHA or SCRIPT LOAD themselves
             raise BackendError(f"{error}: give the Redis user smq's ACL ({ACL_HINT})") from error
-        except (NotSent, BusyLoadingError) as error:
-            raise Unavailable(f"the access check did not run: {error}") from error
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            # Whatever became of the check, the caller's call was not sent.
+            raise Unavailable(f"the access check at start did not complete: {error}") from error
         except RedisError as error:
             raise BackendError(f"the access check failed: {error}") from error
         except BackendError as error:

@@ -23,8 +23,9 @@ def test_redis_that_may_evict_is_refused_unless_overridden(tmp_path: Path) -> No
 
 
 class _DroppingServer:
-    """Accepts connections, answers the handshake, hangs up once a script
-    arrives (it may have run, for all the client knows): counts the tries."""
+    """Accepts connections, answers the handshake and the access check, hangs
+    up once the next script arrives (it may have run, for all the client
+    knows): counts the tries."""
 
     def __init__(self) -> None:
         self.listener = socket.socket()
@@ -41,8 +42,14 @@ class _DroppingServer:
             except OSError:
                 return
             self.connections += 1
+            scripts = 0
             while True:
                 data = conn.recv(65536)
+                if data and b"EVALSHA" in data.upper():
+                    scripts += 1
+                    if scripts == 1:  # the client's access check at start: passes
+                        conn.sendall(b"*1\r\n:0\r\n")
+                        continue
                 if not data or b"EVALSHA" in data.upper():
                     break
                 # The connection's handshake: HELLO (a map, as Redis 6+ answers it), CLIENT SETINFO.
