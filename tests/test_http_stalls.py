@@ -300,4 +300,4 @@ def test_bad_limits_are_one_readable_line(http_redis: EmbeddedRedis, option: str
     )
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.startswith("Error")]
-    assert len(lines) == 1 and option in lines[0], done.stderr
+    assert len(lines) == 1 and f"Invalid value for '{option}'" in lines[0], done.stderr

@@ -122,7 +122,7 @@ def _is_loopback(host: str) -> bool:
 @click.option(
     "--max-connections",
     envvar="SMQ_MAX_CONNECTIONS",
-    default=1000,
+    default=4000,
     show_default=True,
     type=click.IntRange(1),
     help="Open connections at most; beyond them a new connection gets 503 and is closed.",

@@ -23,7 +23,7 @@ from . import _wire
 from ._actions import ACTIONS
 from ._context import Context, ServerConfig
 from ._errors import SqsError, from_core
-from ._guard import ConnectionGuard
+from ._guard import ConnectionGuard, raise_file_limit
 from ._longpoll import LongPolls
 from ._metrics import ApiMetrics
 from ._sigv4 import check_payload, scope_region, verify
@@ -366,6 +366,7 @@ async def run(
     """
     service = Service(client, config)
     await service.start()
+    raise_file_limit(config.max_connections)
     guard = ConnectionGuard(max_connections=config.max_connections, header_timeout=config.header_timeout)
     # handler_cancellation: a client that hangs up ends its request, so a long
     # poll whose client is gone stops waiting and takes no message it cannot deliver.

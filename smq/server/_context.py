@@ -61,7 +61,7 @@ class ServerConfig:
     header_timeout: float = 20.0
     body_timeout: float = 60.0
     idle_timeout: float = 75.0
-    max_connections: int = 1000
+    max_connections: int = 4000
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"\d{12}", self.account_id):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import time
 from collections.abc import Awaitable, Callable
 
@@ -42,6 +43,35 @@ REFUSAL = (
     b"\r\n" + _REFUSAL_BODY
 )
 _WARN_EVERY = 10.0  # seconds between two warnings about refused connections
+# Descriptors beyond the connections: Redis connections of the threads, Pub/Sub, logs.
+_OTHER_FILES = 96
+
+
+def raise_file_limit(max_connections: int) -> None:
+    """Raise the soft limit on open files to hold ``max_connections``, up to the hard limit.
+
+    Below it, accepting would fail on the file limit before the connection
+    limit refuses politely: say so once.
+    """
+    needed = max_connections + _OTHER_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft < needed:
+        log.warning(
+            "open file limit %d is below --max-connections %d + %d: lower --max-connections "
+            "or raise the limit (ulimit -n)",
+            soft,
+            max_connections,
+            _OTHER_FILES,
+        )
 
 
 class ConnectionGuard:
