@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -20,7 +21,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from http_support import KEY_ID, REGION, SECRET, Server, json_client
+from http_support import BIN, KEY_ID, REGION, SECRET, Server, json_client
 from smq.embedded import EmbeddedRedis
 
 SHORT = ("--header-timeout", "1", "--body-timeout", "1")
@@ -49,7 +50,7 @@ def _until_closed(sock: socket.socket, within: float) -> tuple[float, bytes]:
         sock.settimeout(left)
         try:
             chunk = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             continue
         except ConnectionResetError:
             chunk = b""
@@ -261,7 +262,7 @@ def test_a_bad_signature_over_a_payload_hash_is_refused_before_the_body_comes(
         while b"SignatureDoesNotMatch" not in reply:
             try:
                 chunk = sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 pytest.fail(f"no reply within {SLACK} s without the body (body timeout: 30 s): {reply!r}")
             assert chunk, reply
             reply += chunk
@@ -285,13 +286,14 @@ def test_a_signed_payload_hash_is_served_and_checked_against_the_body(signed_ser
 
 @pytest.mark.parametrize(
     "option, value",
-    [("--header-timeout", "0"), ("--body-timeout", "-1"), ("--idle-timeout", "x"), ("--max-connections", "0")],
+    [
+        ("--header-timeout", "0"),
+        ("--body-timeout", "-1"),
+        ("--idle-timeout", "x"),
+        ("--max-connections", "0"),
+    ],
 )
 def test_bad_limits_are_one_readable_line(http_redis: EmbeddedRedis, option: str, value: str) -> None:
-    import subprocess
-
-    from http_support import BIN
-
     done = subprocess.run(
         [str(BIN / "smq"), "serve", "--redis-url", http_redis.url, "--port", "0", option, value],
         capture_output=True,
