@@ -101,6 +101,20 @@ def test_a_body_that_stops_coming_is_answered_408_and_its_connection_closed(shor
     assert _list_queues(short_server.url) == 200
 
 
+def test_with_access_keys_stalled_headers_and_bodies_are_closed_as_well(http_redis: EmbeddedRedis) -> None:
+    server = Server(http_redis.url, "--access-key", f"{KEY_ID}:{SECRET}", *SHORT)
+    try:
+        with _connect(server.url) as headers_only, _connect(server.url) as part_body:
+            headers_only.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
+            part_body.sendall(_headers(server.url, 100) + b"{")  # unsigned: its body is read first
+            took, reply = _until_closed(part_body, 1 + SLACK)
+            assert reply.startswith(b"HTTP/1.1 408 ") and took >= 0.9, reply
+            took, reply = _until_closed(headers_only, 1 + SLACK)
+            assert reply == b""
+    finally:
+        server.stop()
+
+
 def test_a_body_sent_in_time_in_pieces_is_served(short_server: Server) -> None:
     body = json.dumps({"QueueNamePrefix": "none-such"}).encode()
     with _connect(short_server.url) as sock:
