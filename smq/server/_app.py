@@ -106,7 +106,7 @@ class Service:
         try:
             # A payload hash in a header is signed with the headers: check the signature
             # before waiting for (and buffering) the body of a client that may have no key.
-            early = self.config.access_keys and _hashes_payload(request)
+            early = bool(self.config.access_keys) and _hashes_payload(request)
             early_sender = self._authenticate(request, None) if early else None
             body = await self._read_body(request)
             body_read = True
