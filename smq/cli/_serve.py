@@ -95,6 +95,39 @@ def _is_loopback(host: str) -> bool:
     help="Seconds a graceful stop waits for requests in flight.",
 )
 @click.option(
+    "--header-timeout",
+    envvar="SMQ_HEADER_TIMEOUT",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds a client has to send a request's headers; slower connections are closed.",
+)
+@click.option(
+    "--body-timeout",
+    envvar="SMQ_BODY_TIMEOUT",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds a client has to send a request's body once its headers are in (a long poll's "
+    "wait does not count); slower requests get 408 and are closed.",
+)
+@click.option(
+    "--idle-timeout",
+    envvar="SMQ_IDLE_TIMEOUT",
+    default=75.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds a keep-alive connection may wait idle for its next request.",
+)
+@click.option(
+    "--max-connections",
+    envvar="SMQ_MAX_CONNECTIONS",
+    default=4000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Open connections at most; beyond them a new connection gets 503 and is closed.",
+)
+@click.option(
     "--access-log/--no-access-log",
     envvar="SMQ_ACCESS_LOG",
     default=True,
@@ -114,6 +147,10 @@ def serve(
     max_clock_skew: float,
     threads: int,
     shutdown_timeout: float,
+    header_timeout: float,
+    body_timeout: float,
+    idle_timeout: float,
+    max_connections: int,
     access_log: bool,
     data_dir: Path,
 ) -> None:
@@ -139,6 +176,10 @@ def serve(
             max_clock_skew=max_clock_skew,
             threads=threads,
             shutdown_timeout=shutdown_timeout,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            idle_timeout=idle_timeout,
+            max_connections=max_connections,
             access_log=access_log,
         )
     except ValueError as error:

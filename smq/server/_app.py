@@ -23,9 +23,10 @@ from . import _wire
 from ._actions import ACTIONS
 from ._context import Context, ServerConfig
 from ._errors import SqsError, from_core
+from ._guard import ConnectionGuard, raise_file_limit
 from ._longpoll import LongPolls
 from ._metrics import ApiMetrics
-from ._sigv4 import scope_region, verify
+from ._sigv4 import check_payload, scope_region, verify
 
 log = logging.getLogger("smq.serve")
 access_log = logging.getLogger("smq.access")
@@ -101,8 +102,14 @@ class Service:
         action = ""
         error: SqsError | None = None
         self.in_flight += 1
+        body_read = False
         try:
-            body = await request.read()
+            # A payload hash in a header is signed with the headers: check the signature
+            # before waiting for (and buffering) the body of a client that may have no key.
+            early = bool(self.config.access_keys) and _hashes_payload(request)
+            early_sender = self._authenticate(request, None) if early else None
+            body = await self._read_body(request)
+            body_read = True
             if protocol == "json":
                 assert target is not None
                 action = (
@@ -111,7 +118,11 @@ class Service:
             else:
                 form = _form(request, body)
                 action = form.pop("Action", "")
-            sender = self._authenticate(request, body)
+            if early_sender is None:
+                sender = self._authenticate(request, body)
+            else:
+                check_payload(request.headers, body)
+                sender = early_sender
             if protocol == "json":
                 if not target.startswith(_JSON_TARGET_PREFIX) or action not in ACTIONS:  # type: ignore[union-attr]
                     raise SqsError("UnknownOperationException", f"Unknown operation {target!r}.")
@@ -160,7 +171,27 @@ class Service:
         code = error.code if error else None
         self._log(request, request_id, protocol, action, response.status, code, started)
         self.metrics.observe(action, response.status, code, time.perf_counter() - started)
+        if not body_read and request.body_exists:
+            # The body was not read (refused first, or too slow): the connection cannot carry
+            # another request.
+            response.force_close()
+            if code == "RequestTimeout":
+                # Reply, then close at once: no lingering read of a body that does not come.
+                await response.prepare(request)
+                await response.write_eof()
+                if request.transport is not None:
+                    request.transport.close()
         return response
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        """The request's body, whole within ``body_timeout`` (else ``RequestTimeout``)."""
+        try:
+            return await asyncio.wait_for(request.read(), self.config.body_timeout)
+        except asyncio.TimeoutError:
+            raise SqsError(
+                "RequestTimeout",
+                f"The request body did not arrive within {self.config.body_timeout:g} seconds.",
+            ) from None
 
     def _log(
         self,
@@ -189,7 +220,7 @@ class Service:
             )
         )
 
-    def _authenticate(self, request: web.Request, body: bytes) -> str:
+    def _authenticate(self, request: web.Request, body: bytes | None) -> str:
         if not self.config.access_keys:
             return ""
         return verify(
@@ -226,6 +257,11 @@ class Service:
         except (SmqError, asyncio.TimeoutError) as error:
             return web.json_response({"status": "redis unavailable", "error": str(error)}, status=503)
         return web.json_response({"status": "ready", "in_flight": self.in_flight})
+
+
+def _hashes_payload(request: web.Request) -> bool:
+    """Whether the request's signature covers a payload hash given in a header."""
+    return "x-amz-content-sha256" in request.headers
 
 
 def _form(request: web.Request, body: bytes) -> dict[str, str]:
@@ -300,8 +336,9 @@ def _error_reply(protocol: str, error: SqsError, request_id: str, as_json: bool 
     )
 
 
-def make_app(service: Service) -> web.Application:
-    app = web.Application(client_max_size=_MAX_REQUEST_BYTES)
+def make_app(service: Service, guard: ConnectionGuard | None = None) -> web.Application:
+    middlewares = [guard.middleware] if guard is not None else []
+    app = web.Application(client_max_size=_MAX_REQUEST_BYTES, middlewares=middlewares)
     app.router.add_get("/health", service.health)
     app.router.add_get("/ready", service.ready)
     app.router.add_get("/metrics", service.metrics_page)
@@ -323,19 +360,25 @@ async def run(
 
     A graceful stop refuses new connections, ends waiting long polls with an
     empty reply, and lets requests in flight finish (``shutdown_timeout``).
+    Connections are bounded: ``max_connections`` open, ``header_timeout`` to
+    send a request's headers, ``body_timeout`` its body, ``idle_timeout``
+    between requests.
     """
     service = Service(client, config)
     await service.start()
+    raise_file_limit(config.max_connections)
+    guard = ConnectionGuard(max_connections=config.max_connections, header_timeout=config.header_timeout)
     # handler_cancellation: a client that hangs up ends its request, so a long
     # poll whose client is gone stops waiting and takes no message it cannot deliver.
     runner = web.AppRunner(
-        make_app(service),
+        make_app(service, guard),
         access_log=None,
         shutdown_timeout=config.shutdown_timeout,
         handler_cancellation=True,
+        keepalive_timeout=config.idle_timeout,
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, shutdown_timeout=config.shutdown_timeout, reuse_address=True)
+    site = _GuardedSite(runner, guard, host, port)
     await site.start()
     bound = runner.addresses[0]
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
@@ -353,6 +396,26 @@ async def run(
         await service.close()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+
+
+class _GuardedSite(web.BaseSite):
+    """aiohttp's TCP site, with each connection's protocol made through a ``ConnectionGuard``."""
+
+    def __init__(self, runner: web.AppRunner, guard: ConnectionGuard, host: str, port: int) -> None:
+        super().__init__(runner)
+        self._guard = guard
+        self._host, self._port = host, port
+        assert runner.server is not None
+        guard.factory = runner.server
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._guard, self._host, self._port, reuse_address=True)
 
 
 def log_to_stderr(level: int = logging.INFO) -> None:

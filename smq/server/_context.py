@@ -35,6 +35,18 @@ class ServerConfig:
         shutdown_timeout: Seconds a graceful stop waits for requests in flight.
         access_log: Log one JSON line per request.
         move_task_interval: Seconds between looks for message move tasks to run.
+        header_timeout: Seconds a client has to send a request's line and
+            headers: from the connection's start for its first request, from
+            the first byte of each later one. Slower connections are closed
+            without a reply.
+        body_timeout: Seconds a client has to send a request's whole body
+            once its headers are in. A slower request is answered 408
+            (``RequestTimeout``) and its connection closed. It bounds the
+            upload only: a long poll's wait comes after the body.
+        idle_timeout: Seconds a keep-alive connection may wait, idle, for its
+            next request before the server closes it.
+        max_connections: Open connections at most; a connection beyond them
+            is answered ``503 Service Unavailable`` and closed at once.
     """
 
     region: str = "us-east-1"
@@ -46,6 +58,10 @@ class ServerConfig:
     shutdown_timeout: float = 30.0
     access_log: bool = True
     move_task_interval: float = 1.0
+    header_timeout: float = 20.0
+    body_timeout: float = 60.0
+    idle_timeout: float = 75.0
+    max_connections: int = 4000
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"\d{12}", self.account_id):
@@ -54,6 +70,11 @@ class ServerConfig:
             raise ValueError(f"region {self.region!r} is invalid")
         if self.threads < 1:
             raise ValueError("threads must be at least 1")
+        for name in ("header_timeout", "body_timeout", "idle_timeout"):
+            if not getattr(self, name) > 0:  # also refuses NaN
+                raise ValueError(f"{name.replace('_', ' ')} must be more than 0 seconds")
+        if self.max_connections < 1:
+            raise ValueError("max connections must be at least 1")
 
 
 @dataclass

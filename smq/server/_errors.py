@@ -52,6 +52,8 @@ ERRORS: dict[str, tuple[str, int]] = {
     "AccessDenied": ("AccessDenied", 403),
     "InternalFailure": ("InternalFailure", 500),
     "ServiceUnavailable": ("ServiceUnavailable", 503),
+    # A request body slower than --body-timeout (the code and status S3 gives one).
+    "RequestTimeout": ("RequestTimeout", 408),
 }
 # JSON ``__type`` names that differ from the code (as the live service sends them).
 _JSON_TYPES = {

@@ -57,7 +57,7 @@ def verify(
     path: str,
     query: str,
     headers: Mapping[str, str],
-    body: bytes,
+    body: bytes | None,
     secrets: Mapping[str, str],
     *,
     now: float,
@@ -72,6 +72,11 @@ def verify(
     ``max_skew`` seconds before its ``X-Amz-Date`` until ``X-Amz-Expires``
     seconds after it. Any region is accepted; the scope's service must be
     ``service``.
+
+    ``body`` None checks the signature before the body is read: the payload
+    hash signed is the ``x-amz-content-sha256`` header's, which the request
+    must have (``ValueError`` if not); the body must then be checked against
+    it with ``check_payload``.
     """
     fields: dict[str, list[str]] = {}
     for name, value in headers.items():
@@ -110,14 +115,14 @@ def verify(
         )
     _check_time(signed_at, claim.expires, now, max_skew)
 
-    digest = hashlib.sha256(body).hexdigest()
     payload = _joined(fields, "x-amz-content-sha256")
-    if payload is None:
-        payload = digest
-    elif payload not in (digest, UNSIGNED_PAYLOAD):
-        raise SqsError(
-            "SignatureDoesNotMatch", "The x-amz-content-sha256 header does not match what was computed."
-        )
+    if body is None:
+        if payload is None:
+            raise ValueError("without its body, a request is verified by its x-amz-content-sha256 header")
+    elif payload is None:
+        payload = hashlib.sha256(body).hexdigest()
+    else:
+        _check_payload(payload, body)
     presigned = claim.expires is not None
     canonical_request = "\n".join(
         (
@@ -141,6 +146,26 @@ def verify(
     if not hmac.compare_digest(expected.encode(), claim.signature.encode()):
         raise SqsError("SignatureDoesNotMatch", _MISMATCH)
     return key_id
+
+
+def check_payload(headers: Mapping[str, str], body: bytes) -> None:
+    """Raise ``SqsError`` unless ``body`` has the hash the ``x-amz-content-sha256`` header gives.
+
+    ``UNSIGNED-PAYLOAD`` (or no such header) accepts any body.
+    """
+    fields: dict[str, list[str]] = {}
+    for name, value in headers.items():
+        fields.setdefault(name.lower(), []).append(value)
+    payload = _joined(fields, "x-amz-content-sha256")
+    if payload is not None:
+        _check_payload(payload, body)
+
+
+def _check_payload(payload: str, body: bytes) -> None:
+    if payload != UNSIGNED_PAYLOAD and payload != hashlib.sha256(body).hexdigest():
+        raise SqsError(
+            "SignatureDoesNotMatch", "The x-amz-content-sha256 header does not match what was computed."
+        )
 
 
 def scope_region(headers: Mapping[str, str], query: str) -> str | None:

@@ -1,0 +1,319 @@
+"""Slow and stalled clients against a real `smq serve`: request headers and bodies
+must arrive in time, idle keep-alive connections end, the number of connections
+is bounded, and with access keys a signed payload hash lets the server refuse a
+bad signature before it waits for the body. Timeouts here are short (1 s) so
+that each test takes seconds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from http_support import BIN, KEY_ID, REGION, SECRET, Server, json_client
+from smq.embedded import EmbeddedRedis
+
+SHORT = ("--header-timeout", "1", "--body-timeout", "1")
+# How long past a 1 s timeout a connection may take to be closed on a loaded machine.
+SLACK = 4.0
+
+
+def _connect(url: str) -> socket.socket:
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    return socket.create_connection((parts.hostname, parts.port), timeout=10)
+
+
+def _until_closed(sock: socket.socket, within: float) -> tuple[float, bytes]:
+    """Read until the server closes the connection; (seconds it took, bytes received).
+
+    Fails if the connection is still open after ``within`` seconds.
+    """
+    started = time.monotonic()
+    deadline = started + within
+    received = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"the server kept the connection open for {within} s (got {received!r})")
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            return time.monotonic() - started, received
+        received += chunk
+
+
+def _headers(url: str, body_length: int, extra: dict[str, str] | None = None) -> bytes:
+    fields = {
+        "Host": urlsplit(url).netloc,
+        "X-Amz-Target": "AmazonSQS.ListQueues",
+        "Content-Type": "application/x-amz-json-1.0",
+        "Content-Length": str(body_length),
+        **(extra or {}),
+    }
+    lines = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
+    return f"POST / HTTP/1.1\r\n{lines}\r\n".encode()
+
+
+def _list_queues(url: str) -> int:
+    """A whole, normal request on a fresh connection: its status."""
+    with _connect(url) as sock:
+        sock.sendall(_headers(url, 2, {"Connection": "close"}) + b"{}")
+        _, reply = _until_closed(sock, 10)
+    return int(reply.split(b" ", 2)[1])
+
+
+@pytest.fixture
+def short_server(http_redis: EmbeddedRedis) -> Iterator[Server]:
+    """No authentication, 1 s for headers and for bodies, a long keep-alive."""
+    server = Server(http_redis.url, "--no-auth", *SHORT, "--idle-timeout", "60")
+    yield server
+    server.stop()
+
+
+# -- bodies -------------------------------------------------------------------------
+
+
+def test_a_body_that_stops_coming_is_answered_408_and_its_connection_closed(short_server: Server) -> None:
+    with _connect(short_server.url) as sock:
+        sock.sendall(_headers(short_server.url, 100) + b"{")
+        took, reply = _until_closed(sock, 1 + SLACK)
+    assert took >= 0.9
+    assert reply.startswith(b"HTTP/1.1 408 "), reply
+    assert b"RequestTimeout" in reply and b"Connection: close" in reply
+    assert "Traceback" not in short_server.logs()
+    assert _list_queues(short_server.url) == 200
+
+
+def test_with_access_keys_stalled_headers_and_bodies_are_closed_as_well(http_redis: EmbeddedRedis) -> None:
+    server = Server(http_redis.url, "--access-key", f"{KEY_ID}:{SECRET}", *SHORT)
+    try:
+        with _connect(server.url) as headers_only, _connect(server.url) as part_body:
+            headers_only.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
+            part_body.sendall(_headers(server.url, 100) + b"{")  # unsigned: its body is read first
+            took, reply = _until_closed(part_body, 1 + SLACK)
+            assert reply.startswith(b"HTTP/1.1 408 ") and took >= 0.9, reply
+            took, reply = _until_closed(headers_only, 1 + SLACK)
+            assert reply == b""
+    finally:
+        server.stop()
+
+
+def test_a_body_sent_in_time_in_pieces_is_served(short_server: Server) -> None:
+    body = json.dumps({"QueueNamePrefix": "none-such"}).encode()
+    with _connect(short_server.url) as sock:
+        sock.sendall(_headers(short_server.url, len(body), {"Connection": "close"}) + body[:5])
+        time.sleep(0.3)
+        sock.sendall(body[5:])
+        _, reply = _until_closed(sock, 10)
+    assert reply.startswith(b"HTTP/1.1 200 "), reply
+
+
+# -- headers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"POS", b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Tar"],
+    ids=["nothing", "part-of-the-request-line", "part-of-the-headers"],
+)
+def test_headers_that_stop_coming_close_the_connection(short_server: Server, sent: bytes) -> None:
+    with _connect(short_server.url) as sock:
+        sock.sendall(sent)
+        took, reply = _until_closed(sock, 1 + SLACK)
+    assert took >= 0.9 and reply == b""
+    assert "Traceback" not in short_server.logs()
+
+
+def test_the_next_request_on_a_kept_alive_connection_has_the_same_time_for_its_headers(
+    short_server: Server,
+) -> None:
+    with _connect(short_server.url) as sock:
+        sock.sendall(_headers(short_server.url, 2) + b"{}")
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+            reply += sock.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 200 ")
+        time.sleep(1.5)  # idle longer than the header timeout: still open (the idle timeout is 60 s)
+        sock.sendall(b"POST / HTTP/1.1\r\nHo")
+        took, rest = _until_closed(sock, 1 + SLACK)
+    assert took >= 0.9 and rest == b""
+
+
+def test_idle_keep_alive_connections_are_closed_after_the_idle_timeout(http_redis: EmbeddedRedis) -> None:
+    server = Server(http_redis.url, "--no-auth", "--idle-timeout", "1")
+    try:
+        with _connect(server.url) as sock:
+            sock.sendall(_headers(server.url, 2) + b"{}")
+            took, reply = _until_closed(sock, 1 + SLACK)
+        assert reply.startswith(b"HTTP/1.1 200 ") and took >= 0.9
+    finally:
+        server.stop()
+
+
+# -- the number of connections ------------------------------------------------------
+
+
+def test_connections_beyond_the_limit_are_refused_and_the_server_serves_once_stalled_ones_end(
+    http_redis: EmbeddedRedis,
+) -> None:
+    server = Server(http_redis.url, "--no-auth", *SHORT, env={"SMQ_MAX_CONNECTIONS": "5"})
+    stalled: list[socket.socket] = []
+    try:
+        for _ in range(30):
+            sock = _connect(server.url)
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
+            stalled.append(sock)
+        # The first 5 are held (stalled); the 25 after them are refused at once.
+        refused = 0
+        for sock in stalled[5:]:
+            took, reply = _until_closed(sock, SLACK)
+            assert took < 0.9, "a connection over the limit must be refused at once"
+            assert reply == b"" or reply.startswith(b"HTTP/1.1 503 "), reply
+            refused += reply.startswith(b"HTTP/1.1 503 ")
+        assert refused >= 1
+        # Once the stalled ones time out, a normal request is served.
+        for sock in stalled[:5]:
+            took, reply = _until_closed(sock, 1 + SLACK)
+            assert reply == b""
+        assert _list_queues(server.url) == 200
+        logs = server.logs()
+        assert "--max-connections" in logs and "Traceback" not in logs
+    finally:
+        for sock in stalled:
+            sock.close()
+        server.stop()
+
+
+# -- long polls ---------------------------------------------------------------------
+
+
+def test_a_long_poll_outlasts_the_body_and_header_timeouts(http_redis: EmbeddedRedis) -> None:
+    server = Server(http_redis.url, "--no-auth", *SHORT, "--idle-timeout", "1")
+    try:
+        sqs = json_client(server.url)
+        url = sqs.create_queue(QueueName="stalls-long-poll")["QueueUrl"]
+        started = time.monotonic()
+        reply = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=3)
+        took = time.monotonic() - started
+        assert reply["ResponseMetadata"]["HTTPStatusCode"] == 200 and "Messages" not in reply
+        assert 2.9 <= took < 3 + SLACK
+        sqs.delete_queue(QueueUrl=url)
+    finally:
+        server.stop()
+
+
+# -- signatures before bodies -------------------------------------------------------
+
+
+@pytest.fixture
+def signed_server(http_redis: EmbeddedRedis) -> Iterator[Server]:
+    server = Server(http_redis.url, "--access-key", f"{KEY_ID}:{SECRET}", "--body-timeout", "30")
+    yield server
+    server.stop()
+
+
+def _signed(url: str, body: bytes, signed_body: bytes | None = None) -> dict[str, str]:
+    """Headers of a ListQueues signed with the test key, with the payload hash in a header."""
+    payload_hash = hashlib.sha256(body if signed_body is None else signed_body).hexdigest()
+    request = AWSRequest(
+        method="POST",
+        url=url + "/",
+        data=body,
+        headers={
+            "X-Amz-Target": "AmazonSQS.ListQueues",
+            "Content-Type": "application/x-amz-json-1.0",
+            "X-Amz-Content-SHA256": payload_hash,
+        },
+    )
+    SigV4Auth(Credentials(KEY_ID, SECRET), "sqs", REGION).add_auth(request)
+    return {name: str(value) for name, value in request.headers.items()}
+
+
+def _send(url: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
+    with _connect(url) as sock:
+        extra = {**headers, "Connection": "close"}
+        sock.sendall(_headers(url, len(body), extra) + body)
+        _, reply = _until_closed(sock, 10)
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(payload)
+
+
+def test_a_bad_signature_over_a_payload_hash_is_refused_before_the_body_comes(
+    signed_server: Server,
+) -> None:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    authorization = (
+        f"AWS4-HMAC-SHA256 Credential={KEY_ID}/{stamp[:8]}/{REGION}/sqs/aws4_request, "
+        f"SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={'0' * 64}"
+    )
+    headers = {
+        "Authorization": authorization,
+        "X-Amz-Date": stamp,
+        "X-Amz-Content-SHA256": hashlib.sha256(b"x" * 100).hexdigest(),
+    }
+    with _connect(signed_server.url) as sock:
+        sock.sendall(_headers(signed_server.url, 100, headers))  # the body never comes
+        sock.settimeout(SLACK)
+        started = time.monotonic()
+        reply = b""
+        while b"SignatureDoesNotMatch" not in reply:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                pytest.fail(f"no reply within {SLACK} s without the body (body timeout: 30 s): {reply!r}")
+            assert chunk, reply
+            reply += chunk
+    assert time.monotonic() - started < SLACK
+    assert reply.startswith(b"HTTP/1.1 403 ") and b"Connection: close" in reply
+
+
+def test_a_signed_payload_hash_is_served_and_checked_against_the_body(signed_server: Server) -> None:
+    body = b"{}"
+    status, reply = _send(signed_server.url, _signed(signed_server.url, body), body)
+    assert status == 200, reply
+    # Signed over another body's hash: the signature holds, the body does not match it.
+    status, reply = _send(signed_server.url, _signed(signed_server.url, body, b'{"x": 1}'), body)
+    assert status == 403 and reply["__type"].endswith("#SignatureDoesNotMatch"), reply
+    # SDK clients that send no payload hash header are served as before.
+    assert json_client(signed_server.url).list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+
+# -- options ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--header-timeout", "0"),
+        ("--body-timeout", "-1"),
+        ("--idle-timeout", "x"),
+        ("--max-connections", "0"),
+    ],
+)
+def test_bad_limits_are_one_readable_line(http_redis: EmbeddedRedis, option: str, value: str) -> None:
+    done = subprocess.run(
+        [str(BIN / "smq"), "serve", "--redis-url", http_redis.url, "--port", "0", option, value],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.startswith("Error")]
+    assert len(lines) == 1 and f"Invalid value for '{option}'" in lines[0], done.stderr
