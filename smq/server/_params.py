@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ._errors import SqsError
+
+# An integer as SQS reads one from text: ASCII digits, an optional leading
+# '-', nothing around them. 18 digits are past every range SQS has, and keep
+# int() far from Python's limit on the digits it converts.
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+
+
+def integer_text(text: str) -> int | None:
+    """The value of ``text`` if it is such an integer, else None."""
+    return int(text) if _INTEGER.fullmatch(text) else None
 
 
 def string(params: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:

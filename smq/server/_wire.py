@@ -16,6 +16,7 @@ from typing import Any, Union
 from xml.sax.saxutils import escape
 
 from ._errors import SqsError
+from ._params import integer_text
 
 XML_NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
@@ -233,6 +234,8 @@ def json_params(body: bytes) -> dict[str, Any]:
         params = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise SqsError("SerializationException", f"the request body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise SqsError("SerializationException", "the request body is nested too deeply") from None
     if not isinstance(params, dict):
         raise SqsError("SerializationException", "the request body must be a JSON object")
     return params
@@ -273,9 +276,10 @@ def _convert(shape: Shape, value: Any, where: str) -> Any:
             raise SqsError("MalformedQueryString", f"parameter {where} must be a single value")
         return value
     if shape == "i":
-        if not isinstance(value, str) or not re.fullmatch(r"-?\d{1,18}", value.strip()):
-            raise SqsError("InvalidParameterValue", f"Value {value!r} for parameter {where} is invalid")
-        return int(value)
+        number = integer_text(value) if isinstance(value, str) else None
+        if number is None:
+            raise SqsError("InvalidParameterValue", f"Value {_shown(value)} for parameter {where} is invalid")
+        return number
     if isinstance(shape, _Struct):
         if not isinstance(value, dict):
             raise SqsError("MalformedQueryString", f"parameter {where} needs members")
@@ -307,10 +311,20 @@ def _struct(shape: _Struct, tree: Mapping[str, Any], prefix: str) -> dict[str, A
     return params
 
 
+# A member's index: ASCII digits, from 1 (more digits than any list has are refused).
+_INDEX = re.compile(r"[1-9][0-9]{0,8}")
+
+
 def _numbered(value: Any, where: str) -> list[tuple[int, Any]]:
-    if not isinstance(value, dict) or not all(k.isdigit() and int(k) > 0 for k in value):
+    if not isinstance(value, dict) or not all(_INDEX.fullmatch(k) for k in value):
         raise SqsError("MalformedQueryString", f"parameter {where} must be numbered from 1 ({where}.1...)")
     return sorted((int(k), v) for k, v in value.items())
+
+
+def _shown(value: Any) -> str:
+    """A client's value in an error message: quoted, and cut short."""
+    text = repr(value) if isinstance(value, str) else "(not a single value)"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # -- Query: replies ---------------------------------------------------------------
