@@ -366,3 +366,175 @@ def test_tags_of_unicode_letters_digits_spaces_and_the_allowed_punctuation_are_t
         {"Content-Type": JSON_TYPE, "X-Amz-Target": "AmazonSQS.ListQueueTags"},
     )
     assert json.loads(data)["Tags"] == tags
+
+
+# -- random requests (hypothesis): no 5xx, no traceback ----------------------------
+
+FUZZ_ACTIONS = [
+    "CreateQueue",
+    "SetQueueAttributes",
+    "GetQueueAttributes",
+    "SendMessage",
+    "SendMessageBatch",
+    "ReceiveMessage",
+    "ChangeMessageVisibility",
+    "DeleteMessageBatch",
+    "TagQueue",
+    "UntagQueue",
+    "ListQueues",
+    "StartMessageMoveTask",
+    "CancelMessageMoveTask",
+]
+# Parameter, attribute and field names of those actions. No WaitTimeSeconds or
+# ReceiveMessageWaitTimeSeconds: a long poll would only make the test slow.
+JSON_NAMES = [
+    "QueueName",
+    "QueueUrl",
+    "Attributes",
+    "AttributeNames",
+    "tags",
+    "Tags",
+    "TagKeys",
+    "MessageBody",
+    "MessageAttributes",
+    "MessageSystemAttributes",
+    "MessageGroupId",
+    "MessageDeduplicationId",
+    "Entries",
+    "Id",
+    "ReceiptHandle",
+    "DataType",
+    "StringValue",
+    "BinaryValue",
+    "StringListValues",
+    "DelaySeconds",
+    "VisibilityTimeout",
+    "MaxNumberOfMessages",
+    "MaxResults",
+    "NextToken",
+    "SourceArn",
+    "DestinationArn",
+    "TaskHandle",
+    "MaxNumberOfMessagesPerSecond",
+    "RedrivePolicy",
+    "Policy",
+    "RedriveAllowPolicy",
+    "deadLetterTargetArn",
+    "maxReceiveCount",
+    "MessageRetentionPeriod",
+    "MaximumMessageSize",
+    "KmsDataKeyReusePeriodSeconds",
+    "FifoQueue",
+    "ContentBasedDeduplication",
+]
+QUERY_NAMES = [
+    "QueueName",
+    "QueueUrl",
+    "Attribute",
+    "AttributeName",
+    "Tag",
+    "TagKey",
+    "MessageBody",
+    "MessageAttribute",
+    "MessageAttributeName",
+    "SendMessageBatchRequestEntry",
+    "DeleteMessageBatchRequestEntry",
+    "Id",
+    "ReceiptHandle",
+    "Name",
+    "Value",
+    "Key",
+    "DataType",
+    "StringValue",
+    "BinaryValue",
+    "StringListValue",
+    "DelaySeconds",
+    "VisibilityTimeout",
+    "MaxNumberOfMessages",
+    "MaxResults",
+    "SourceArn",
+    "TaskHandle",
+    "RedrivePolicy",
+]
+TRICKY = [
+    "",
+    "0",
+    "1",
+    "-1",
+    "10",
+    "\u0663\u0660",
+    " 45 ",
+    "\u00b2",
+    "9" * 30,
+    "true",
+    "String",
+    "Number",
+    "All",
+]
+
+
+def test_random_requests_never_answer_5xx_nor_log_a_traceback(http_redis: Any, core: Any) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    server = Server(http_redis.url, "--no-auth")
+    try:
+        status, _, body = send(
+            server.url,
+            b'{"QueueName":"fuzz"}',
+            {"Content-Type": JSON_TYPE, "X-Amz-Target": "AmazonSQS.CreateQueue"},
+        )
+        assert status == 200
+        queue_url = json.loads(body)["QueueUrl"]
+        known = [
+            queue_url,
+            f"arn:aws:sqs:us-east-1:{ACCOUNT}:fuzz",
+            redrive(3, f"arn:aws:sqs:us-east-1:{ACCOUNT}:fuzz"),
+        ]
+        texts = st.sampled_from(TRICKY + known) | st.text(max_size=12)
+        scalars = texts | st.integers(-(2**70), 2**70) | st.floats() | st.booleans() | st.none()
+        keys = st.sampled_from(JSON_NAMES) | st.text(max_size=6)
+        values = st.recursive(
+            scalars,
+            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
+            max_leaves=12,
+        )
+        json_bodies = st.dictionaries(keys, values, max_size=6).map(
+            lambda v: json.dumps(v).encode()
+        ) | st.binary(max_size=40)
+        parts = (
+            st.sampled_from(QUERY_NAMES) | st.sampled_from(["1", "2", "0", "\u00b2", "99999999999"]) | texts
+        )
+        fields = st.lists(parts, min_size=1, max_size=4).map(".".join)
+        forms = st.dictionaries(fields, texts, max_size=8)
+        fuzz = settings(
+            max_examples=150,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+
+        def answered_well(status: int, logged: int) -> None:
+            assert status < 500
+            assert "Traceback" not in "\n".join(server.logs().splitlines()[logged:])
+
+        @fuzz
+        @given(action=st.sampled_from(FUZZ_ACTIONS), body=json_bodies)
+        def json_requests(action: str, body: bytes) -> None:
+            logged = len(server.logs().splitlines())
+            answered_well(json_call(server.url, action, body)[0], logged)
+
+        @fuzz
+        @given(action=st.sampled_from(FUZZ_ACTIONS), form=forms, at_queue=st.booleans())
+        def query_requests(action: str, form: dict[str, str], at_queue: bool) -> None:
+            logged = len(server.logs().splitlines())
+            form = {**form, "Action": action, **({"QueueUrl": queue_url} if at_queue else {})}
+            answered_well(query_call(server.url, form)[0], logged)
+
+        json_requests()
+        query_requests()
+    finally:
+        server.stop()
+    log = server.logs()
+    assert "Traceback" not in log
+    assert '"status": 5' not in log
