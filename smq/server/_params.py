@@ -19,6 +19,12 @@ def integer_text(text: str) -> int | None:
     return int(text) if _INTEGER.fullmatch(text) else None
 
 
+def shown(value: object) -> str:
+    """A client's value in an error message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def string(params: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
     value = params.get(name)
     if value is None:

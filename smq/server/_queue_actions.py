@@ -107,11 +107,10 @@ def _redrive_policy(ctx: Context, text: str) -> RedrivePolicy | None:
     if isinstance(count, str):
         count = p.integer_text(count)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
-        shown = repr(policy["maxReceiveCount"])
         raise SqsError(
             "InvalidParameterValue",
             "Value for parameter RedrivePolicy is invalid. Reason: Invalid value for maxReceiveCount: "
-            f"{shown if len(shown) <= 40 else shown[:37] + '...'}, valid values are from 1 to 1000 both inclusive.",
+            f"{p.shown(policy['maxReceiveCount'])}, valid values are from 1 to 1000 both inclusive.",
         )
     return RedrivePolicy(dead_letters, count)
 

@@ -16,7 +16,7 @@ from typing import Any, Union
 from xml.sax.saxutils import escape
 
 from ._errors import SqsError
-from ._params import integer_text
+from ._params import integer_text, shown
 
 XML_NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
@@ -278,7 +278,8 @@ def _convert(shape: Shape, value: Any, where: str) -> Any:
     if shape == "i":
         number = integer_text(value) if isinstance(value, str) else None
         if number is None:
-            raise SqsError("InvalidParameterValue", f"Value {_shown(value)} for parameter {where} is invalid")
+            shown_value = shown(value) if isinstance(value, str) else "(not a single value)"
+            raise SqsError("InvalidParameterValue", f"Value {shown_value} for parameter {where} is invalid")
         return number
     if isinstance(shape, _Struct):
         if not isinstance(value, dict):
@@ -319,12 +320,6 @@ def _numbered(value: Any, where: str) -> list[tuple[int, Any]]:
     if not isinstance(value, dict) or not all(_INDEX.fullmatch(k) for k in value):
         raise SqsError("MalformedQueryString", f"parameter {where} must be numbered from 1 ({where}.1...)")
     return sorted((int(k), v) for k, v in value.items())
-
-
-def _shown(value: Any) -> str:
-    """A client's value in an error message: quoted, and cut short."""
-    text = repr(value) if isinstance(value, str) else "(not a single value)"
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # -- Query: replies ---------------------------------------------------------------
