@@ -310,6 +310,19 @@ def test_a_max_receive_count_in_any_form_but_ascii_digits_is_invalid_parameter_v
     assert query_call(sqs_server.url, form) == (400, "InvalidParameterValue")
 
 
+def test_an_account_id_in_other_digits_than_ascii_is_invalid_parameter_value(
+    sqs_server: Any, queue_url: str
+) -> None:
+    account = "\u0661" * 12  # twelve Arabic-Indic ones
+    body = {"QueueUrl": queue_url, "Label": "ok", "AWSAccountIds": [account], "Actions": ["SendMessage"]}
+    assert json_call(sqs_server.url, "AddPermission", body) == (400, "InvalidParameterValue")
+    form = {"Action": "AddPermission", "QueueUrl": queue_url, "Label": "ok"}
+    form |= {"AWSAccountId.1": account, "ActionName.1": "SendMessage"}
+    assert query_call(sqs_server.url, form) == (400, "InvalidParameterValue")
+    body["AWSAccountIds"] = ["111122223333"]
+    assert json_call(sqs_server.url, "AddPermission", body) == (200, "")
+
+
 def test_integers_in_ascii_digits_are_still_taken(sqs_server: Any, queue_url: str) -> None:
     body = {"QueueUrl": queue_url, "Attributes": {"DelaySeconds": "30", "RedrivePolicy": redrive("5")}}
     assert json_call(sqs_server.url, "SetQueueAttributes", body) == (200, "")
