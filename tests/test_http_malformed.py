@@ -19,6 +19,7 @@ import socket
 import time
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
+from xml.etree import ElementTree
 
 import pytest
 
@@ -236,6 +237,57 @@ def test_a_body_its_content_encoding_does_not_decode_is_refused_with_keys_too(ht
     finally:
         server.stop()
     assert "Traceback" not in server.logs()
+
+
+def test_a_lone_surrogate_in_a_json_string_is_a_serialization_exception(
+    sqs_server: Any, queue_url: str
+) -> None:
+    for attributes in ({"KmsMasterKeyId": "key\ud800"}, {"Policy": '{"Id": "\udfff"}'}):
+        body = {"QueueUrl": queue_url, "Attributes": attributes}  # json.dumps writes \udxxx escapes
+        assert json_call(sqs_server.url, "SetQueueAttributes", body) == (400, "SerializationException")
+    assert json_call(sqs_server.url, "ListQueues", {"QueueNamePrefix": "\udc00"}) == (
+        400,
+        "SerializationException",
+    )
+    # A pair is one character; a body in UTF-16, or with UTF-8's encoding of a surrogate, is not UTF-8.
+    body = {"QueueUrl": queue_url, "Attributes": {"KmsMasterKeyId": "key\U0001f600"}}
+    assert json_call(sqs_server.url, "SetQueueAttributes", body) == (200, "")
+    assert json_call(sqs_server.url, "ListQueues", "{}".encode("utf-16")) == (400, "SerializationException")
+    assert json_call(sqs_server.url, "ListQueues", b'{"QueueNamePrefix": "\xed\xa0\x80"}') == (
+        400,
+        "SerializationException",
+    )
+    assert json_call(sqs_server.url, "ListQueues", b"\xef\xbb\xbf{}") == (200, "")  # a UTF-8 BOM
+
+
+def test_an_error_quoting_undecodable_header_bytes_is_still_json(http_redis: Any) -> None:
+    server = Server(http_redis.url, "--access-key", f"{KEY_ID}:{SECRET}")
+    try:
+        request = (
+            b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AmazonSQS.ListQueues\r\nAuthorization: \xc1 x\r\n"
+            b"Content-Type: application/x-amz-json-1.0\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+        )
+        parts = urlsplit(server.url)
+        assert parts.hostname is not None and parts.port is not None
+        with socket.create_connection((parts.hostname, parts.port), timeout=10) as connection:
+            connection.sendall(request)
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.split(b" ")[1] == b"400", answer
+        assert json.loads(body)["__type"].endswith("#IncompleteSignature")
+    finally:
+        server.stop()
+    assert "Traceback" not in server.logs()
+
+
+def test_an_error_quoting_a_control_character_is_still_xml(sqs_server: Any, queue_url: str) -> None:
+    form = {"Action": "AddPermission", "QueueUrl": queue_url, "Label": "a\u0001b"}
+    form |= {"AWSAccountId.1": "111122223333", "ActionName.1": "SendMessage"}
+    status, _, body = send(sqs_server.url, urlencode(form).encode(), {"Content-Type": FORM_TYPE})
+    assert status == 400
+    assert ElementTree.fromstring(body).findtext(".//{*}Code") == "InvalidParameterValue"
 
 
 # -- the log: one line per client error, never a traceback -------------------------
@@ -506,8 +558,12 @@ def test_random_requests_never_answer_5xx_nor_log_a_traceback(http_redis: Any, c
             redrive(3, f"arn:aws:sqs:us-east-1:{ACCOUNT}:fuzz"),
         ]
         texts = st.sampled_from(TRICKY + known) | st.text(max_size=12)
-        scalars = texts | st.integers(-(2**70), 2**70) | st.floats() | st.booleans() | st.none()
-        keys = st.sampled_from(JSON_NAMES) | st.text(max_size=6)
+        # JSON strings may also hold lone surrogates (as \udxxx escapes); a form's UTF-8 cannot.
+        any_text = st.sampled_from(TRICKY + known) | st.text(
+            st.characters(exclude_categories=[]), max_size=12
+        )
+        scalars = any_text | st.integers(-(2**70), 2**70) | st.floats() | st.booleans() | st.none()
+        keys = st.sampled_from(JSON_NAMES) | any_text
         values = st.recursive(
             scalars,
             lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
