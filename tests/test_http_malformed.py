@@ -12,6 +12,7 @@ taken. Last, bounded random requests (hypothesis) look for any 5xx.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import re
@@ -140,6 +141,20 @@ def test_a_policy_nested_past_the_parsers_depth_is_invalid_attribute_value(
     assert query_call(sqs_server.url, form) == (400, "InvalidAttributeValue")
     body = {"QueueUrl": queue_url, "Attributes": {"RedriveAllowPolicy": DEEP}}
     assert json_call(sqs_server.url, "SetQueueAttributes", body) == (400, "InvalidAttributeValue")
+
+
+def test_a_task_handle_nested_past_the_parsers_depth_is_invalid_parameter_value(
+    sqs_server: Any, core: Any
+) -> None:
+    handle = base64.b64encode(DEEP.encode()).decode()
+    assert json_call(sqs_server.url, "CancelMessageMoveTask", {"TaskHandle": handle}) == (
+        400,
+        "InvalidParameterValue",
+    )
+    assert query_call(sqs_server.url, {"Action": "CancelMessageMoveTask", "TaskHandle": handle}) == (
+        400,
+        "InvalidParameterValue",
+    )
 
 
 @pytest.mark.parametrize("name", ["DelaySeconds", "VisibilityTimeout", "KmsDataKeyReusePeriodSeconds"])
