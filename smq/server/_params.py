@@ -59,7 +59,7 @@ def integer(
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise SqsError(
             "InvalidParameterValue",
-            f"Value {value!r} for parameter {name} is invalid. Reason: "
+            f"Value {shown(value)} for parameter {name} is invalid. Reason: "
             + (reason or f"Must be between {low} and {high}, if provided."),
         )
     return value
