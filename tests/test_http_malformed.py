@@ -593,7 +593,7 @@ def test_random_requests_never_answer_5xx_nor_log_a_traceback(http_redis: Any, c
         fields = st.lists(parts, min_size=1, max_size=4).map(".".join)
         forms = st.dictionaries(fields, texts, max_size=8)
         fuzz = settings(
-            max_examples=150,
+            max_examples=200,
             deadline=None,
             database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
