@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -144,7 +145,7 @@ def check_extra_attributes(values: object) -> dict[str, str]:
 
 def _check_extra_value(name: str, value: str) -> str:
     if name == "KmsDataKeyReusePeriodSeconds":
-        if not value.isascii() or not value.isdigit() or not 60 <= int(value) <= 86400:
+        if not re.fullmatch("[0-9]{1,5}", value) or not 60 <= int(value) <= 86400:
             raise InvalidAttributeValue(f"{name} must be an integer from 60 to 86400, not {value!r}")
         return str(int(value))
     if name == "SqsManagedSseEnabled":
@@ -156,6 +157,8 @@ def _check_extra_value(name: str, value: str) -> str:
             document = json.loads(value)
         except ValueError as error:
             raise InvalidAttributeValue(f"{name} is not valid JSON: {error}") from None
+        except RecursionError:
+            raise InvalidAttributeValue(f"{name} is nested too deeply") from None
         if not isinstance(document, dict):
             raise InvalidAttributeValue(f"{name} must be a JSON object")
         if name == "RedriveAllowPolicy":

@@ -38,6 +38,10 @@ _RECEIPT = re.compile(
     rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
 )
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
+# A Number attribute's text: ASCII digits, sign, point and exponent, nothing
+# around them (Decimal alone would also take spaces, underscores and other
+# scripts' digits).
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,9})?")
 MAX_ATTRIBUTES = 10
 
 
@@ -62,9 +66,12 @@ String (``str``), Number (``int``, ``float``, ``Decimal``) or Binary (``bytes``)
 
 def _check_number(name: str, text: str) -> None:
     try:
+        if not _NUMBER.fullmatch(text):
+            raise InvalidOperation
         number = Decimal(text)
     except InvalidOperation:
-        raise InvalidAttributeValue(f"message attribute {name!r}: {text!r} is not a number") from None
+        shown = repr(text) if len(text) <= 40 else repr(text[:37]) + "..."
+        raise InvalidAttributeValue(f"message attribute {name!r}: {shown} is not a number") from None
     if not number.is_finite() or len(number.as_tuple().digits) > 38:
         raise InvalidAttributeValue(
             f"message attribute {name!r}: {text!r} is not a number of at most 38 digits"

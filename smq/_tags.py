@@ -2,13 +2,15 @@
 
 A queue holds at most 50 tags; keys are 1-128 characters, case-sensitive,
 and may not start with the reserved ``aws:`` prefix; values are 0-256
-characters. The 50-tag limit counts the tags already stored, so the
+characters. Both hold Unicode letters, digits and spaces and the characters
+``_ . : / = + - @`` only (no control characters). The 50-tag limit counts the tags already stored, so the
 ``tag_queue`` script checks it atomically; everything else is checked here,
 before anything is written.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 
 from ._errors import InvalidParameter
@@ -18,6 +20,15 @@ MAX_KEY = 128
 MAX_VALUE = 256
 MAX_UNTAG_KEYS = 1000
 _RESERVED_PREFIX = "aws:"
+_PUNCTUATION = frozenset("_.:/=+-@")
+# Unicode letters, numbers and separators (spaces): AWS's tag pattern
+# [\p{L}\p{Z}\p{N}_.:/=+\-@]*.
+_CATEGORIES = frozenset("LZN")
+_ALLOWED = "Unicode letters, digits, spaces and _ . : / = + - @"
+
+
+def _allowed(text: str) -> bool:
+    return all(char in _PUNCTUATION or unicodedata.category(char)[0] in _CATEGORIES for char in text)
 
 
 def check_tag_key(key: object) -> str:
@@ -25,6 +36,8 @@ def check_tag_key(key: object) -> str:
         raise InvalidParameter(f"a tag key must be a string, not {type(key).__name__}")
     if not 1 <= len(key) <= MAX_KEY:
         raise InvalidParameter(f"tag key {key[:MAX_KEY]!r}: a tag key is 1 to {MAX_KEY} characters")
+    if not _allowed(key):
+        raise InvalidParameter(f"tag key {key!r}: a tag key may contain only {_ALLOWED}")
     return key
 
 
@@ -45,6 +58,8 @@ def check_tags(tags: object) -> dict[str, str]:
             raise InvalidParameter(
                 f"the value of tag {key!r} is {len(value)} characters; at most {MAX_VALUE}"
             )
+        if not _allowed(value):
+            raise InvalidParameter(f"the value of tag {key!r} may contain only {_ALLOWED}")
         checked[key] = value
     return checked
 

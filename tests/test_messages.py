@@ -93,6 +93,10 @@ def test_size_limit_counts_body_and_attributes(client: smq.Client) -> None:
         ({"e": ""}, smq.InvalidAttributeValue),
         ({"n": Attr("Number", "12abc")}, smq.InvalidAttributeValue),
         ({"n": Attr("Number", "1e200")}, smq.InvalidAttributeValue),
+        ({"n": Attr("Number", " 45 ")}, smq.InvalidAttributeValue),
+        ({"n": Attr("Number", "\u0663\u0660")}, smq.InvalidAttributeValue),  # Arabic-Indic 30
+        ({"n": Attr("Number", "1_000")}, smq.InvalidAttributeValue),
+        ({"n": Attr("Number", "1e" + "9" * 5000)}, smq.InvalidAttributeValue),
         ({"t": Attr("Text", "x")}, smq.InvalidAttributeValue),
         ({"b": Attr("Binary", "not bytes")}, smq.InvalidAttributeValue),
         ({"o": object()}, smq.InvalidAttributeValue),
@@ -106,6 +110,13 @@ def test_bad_message_attributes_raise_before_sending(
     with pytest.raises(error):
         queue.send("x", attributes=attributes)
     assert queue.attributes().visible == 0
+
+
+@pytest.mark.parametrize("text", ["-7", "+1.5e3", ".5", "5.", "0", "1E-9"])
+def test_number_attributes_in_every_ascii_form_are_accepted(client: smq.Client, text: str) -> None:
+    queue = client.create_queue("jobs")
+    queue.send("x", attributes={"n": Attr("Number", text)})
+    assert queue.attributes().visible == 1
 
 
 def test_per_message_delay_overrides_queue_delay(client: smq.Client, clock: Clock) -> None:

@@ -48,6 +48,13 @@ def test_a_change_past_fifty_tags_changes_nothing(client: smq.Client) -> None:
         ({"k": "v" * 257}, "at most 256"),
         ({"aws:team": "v"}, "reserved"),
         ({"AWS:team": "v"}, "reserved"),
+        ({"\u0000": "v"}, "may contain only"),
+        ({"team\u0007": "v"}, "may contain only"),
+        ({"team#1": "v"}, "may contain only"),
+        ({"team": "a\u0000"}, "may contain only"),
+        ({"team": "a\tb"}, "may contain only"),
+        ({"team": "a\nb"}, "may contain only"),
+        ({"team": "a;b"}, "may contain only"),
         ({"k": 1}, "must be a string"),
         ({1: "v"}, "must be a string"),
         ({f"k{n}": "v" for n in range(51)}, "at most 50"),
@@ -68,7 +75,15 @@ def test_longest_keys_and_values_are_accepted(client: smq.Client) -> None:
     assert queue.tags() == {"k" * 128: "v" * 256, "ünïcode key": "välue"}
 
 
-@pytest.mark.parametrize("keys", [[], "team", [""], ["k" * 129], [3]])
+def test_every_character_tags_allow_is_accepted(client: smq.Client) -> None:
+    """Unicode letters, digits and spaces, and _ . : / = + - @ (AWS's tag pattern)."""
+    queue = client.create_queue("jobs")
+    tags = {"Ärger ٣٠ ²_.:/=+-@": "välue ٣٠\u00a0x_.:/=+-@", "k": ""}
+    queue.tag(tags)
+    assert queue.tags() == tags
+
+
+@pytest.mark.parametrize("keys", [[], "team", [""], ["k" * 129], [3], ["\u0000"]])
 def test_invalid_untag_keys_are_refused(client: smq.Client, keys: object) -> None:
     queue = client.create_queue("jobs")
     queue.tag({"team": "a"})

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .._client import Client
 from .._errors import SmqError
@@ -158,6 +159,12 @@ class Service:
         except web.HTTPRequestEntityTooLarge:
             error = SqsError(
                 "InvalidParameterValue", f"The request is larger than {_MAX_REQUEST_BYTES} bytes."
+            )
+        except web.RequestPayloadError:
+            # A body its Content-Encoding (or chunked framing) does not decode.
+            error = SqsError(
+                "SerializationException" if protocol == "json" else "MalformedQueryString",
+                "The request body cannot be decoded as its headers describe it.",
             )
         except Exception:
             log.exception("%s %s failed", protocol, action or "request")
@@ -418,6 +425,34 @@ class _GuardedSite(web.BaseSite):
         self._server = await loop.create_server(self._guard, self._host, self._port, reuse_address=True)
 
 
+class _OneLineClientErrors(logging.Filter):
+    """aiohttp's own logs of requests it rejects, as one line each, without a traceback.
+
+    aiohttp answers a malformed request (request line, headers, framing) 400
+    itself and logs it with its traceback; that is the client's error, so it
+    becomes one line. A body that failed to decode was answered and logged by
+    the handler already: aiohttp's second report of it, as it drains the
+    body, is dropped. Everything else passes unchanged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, web.RequestPayloadError):
+            return False
+        if isinstance(error, HttpProcessingError) and 400 <= error.code < 500:
+            remote = record.args[0] if isinstance(record.args, tuple) and record.args else None
+            reason = " ".join(word for word in str(error.message).split() if word != "^")
+            record.msg = "bad HTTP request from %s: %d %s"
+            record.args = (remote, error.code, reason[:300])
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            return True
+        # aiohttp logs its rejection of a first request that is not HTTP at
+        # all at debug level; the logger lets debug through for that alone.
+        return record.levelno >= logging.INFO
+
+
 def log_to_stderr(level: int = logging.INFO) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
@@ -426,3 +461,8 @@ def log_to_stderr(level: int = logging.INFO) -> None:
         logger.addHandler(handler)
         logger.setLevel(level)
         logger.propagate = False
+    server = logging.getLogger("aiohttp.server")
+    server.addHandler(handler)
+    server.addFilter(_OneLineClientErrors())
+    server.setLevel(logging.DEBUG if level <= logging.INFO else level)
+    server.propagate = False

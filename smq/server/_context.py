@@ -64,7 +64,7 @@ class ServerConfig:
     max_connections: int = 4000
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(r"\d{12}", self.account_id):
+        if not re.fullmatch(r"[0-9]{12}", self.account_id):
             raise ValueError(f"account id must be 12 digits, not {self.account_id!r}")
         if not re.fullmatch(r"[a-z0-9-]{1,32}", self.region):
             raise ValueError(f"region {self.region!r} is invalid")

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ._errors import SqsError
+
+# An integer as SQS reads one from text: ASCII digits, an optional leading
+# '-', nothing around them. 18 digits are past every range SQS has, and keep
+# int() far from Python's limit on the digits it converts.
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+
+
+def integer_text(text: str) -> int | None:
+    """The value of ``text`` if it is such an integer, else None."""
+    return int(text) if _INTEGER.fullmatch(text) else None
+
+
+def shown(value: object) -> str:
+    """A client's value in an error message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def string(params: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
@@ -42,7 +59,7 @@ def integer(
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise SqsError(
             "InvalidParameterValue",
-            f"Value {value!r} for parameter {name} is invalid. Reason: "
+            f"Value {shown(value)} for parameter {name} is invalid. Reason: "
             + (reason or f"Must be between {low} and {high}, if provided."),
         )
     return value

@@ -21,7 +21,7 @@ from ._errors import SqsError
 Result = dict[str, Any]
 
 _LABEL = re.compile(r"[A-Za-z0-9_-]{1,80}")
-_ACCOUNT = re.compile(r"\d{12}")
+_ACCOUNT = re.compile(r"[0-9]{12}")
 # What another account may be allowed to do with a queue.
 GRANTABLE = (
     "*",

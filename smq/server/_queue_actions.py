@@ -94,7 +94,7 @@ def _redrive_policy(ctx: Context, text: str) -> RedrivePolicy | None:
         return None
     try:
         policy = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         policy = None
     if not isinstance(policy, dict) or "deadLetterTargetArn" not in policy or "maxReceiveCount" not in policy:
         raise SqsError(
@@ -104,13 +104,13 @@ def _redrive_policy(ctx: Context, text: str) -> RedrivePolicy | None:
         )
     dead_letters = ctx.name_of_arn(policy["deadLetterTargetArn"])
     count = policy["maxReceiveCount"]
-    if isinstance(count, str) and count.strip().isdigit():
-        count = int(count)
+    if isinstance(count, str):
+        count = p.integer_text(count)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
         raise SqsError(
             "InvalidParameterValue",
             "Value for parameter RedrivePolicy is invalid. Reason: Invalid value for maxReceiveCount: "
-            f"{policy['maxReceiveCount']!r}, valid values are from 1 to 1000 both inclusive.",
+            f"{p.shown(policy['maxReceiveCount'])}, valid values are from 1 to 1000 both inclusive.",
         )
     return RedrivePolicy(dead_letters, count)
 
@@ -134,9 +134,10 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
     stored: dict[str, str] = {}
     for name, value in attributes.items():
         if name in SETTINGS:
-            if not value.strip().lstrip("-").isdigit():
+            number = p.integer_text(value)
+            if number is None:
                 raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}.")
-            settings[SETTINGS[name]] = int(value)
+            settings[SETTINGS[name]] = number
         elif name == "RedrivePolicy":
             settings["redrive_policy"] = _redrive_policy(ctx, value)
         elif name in STORED:

@@ -261,7 +261,7 @@ def _check_time(signed_at: float, expires: str | None, now: float, max_skew: flo
                 f"{_stamp(now - max_skew)} ({_stamp(now)} - {skew})",
             )
         return
-    if not (expires.isascii() and expires.isdigit()):
+    if not (expires.isascii() and expires.isdigit() and len(expires) <= 12):
         raise SqsError("IncompleteSignature", f"X-Amz-Expires {expires!r} is not a number of seconds.")
     if int(expires) > MAX_EXPIRES_SECONDS:
         raise SqsError("RequestExpired", f"X-Amz-Expires must be at most {MAX_EXPIRES_SECONDS} seconds.")

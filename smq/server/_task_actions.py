@@ -53,7 +53,7 @@ def parse_task_handle(ctx: Context, handle: str) -> tuple[str, str]:
     """The (source queue, task token) of a TaskHandle, in either form."""
     try:
         document = json.loads(base64.b64decode(handle, validate=True))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
         document = None
     if isinstance(document, dict):
         token, arn = document.get("taskId"), document.get("sourceArn")

@@ -16,6 +16,7 @@ from typing import Any, Union
 from xml.sax.saxutils import escape
 
 from ._errors import SqsError
+from ._params import integer_text, shown
 
 XML_NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
@@ -230,16 +231,38 @@ def json_params(body: bytes) -> dict[str, Any]:
     if not body.strip():
         return {}
     try:
-        params = json.loads(body)
+        # UTF-8 only: json.loads would also take UTF-16 and UTF-32, and the
+        # encoded surrogates UTF-8 has no place for.
+        text = body.decode("utf-8-sig")
+        params = json.loads(text)
     except (ValueError, UnicodeDecodeError) as error:
         raise SqsError("SerializationException", f"the request body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise SqsError("SerializationException", "the request body is nested too deeply") from None
     if not isinstance(params, dict):
         raise SqsError("SerializationException", "the request body must be a JSON object")
+    if _SURROGATE_ESCAPE.search(text) and not _is_unicode(params):
+        raise SqsError("SerializationException", "a string in the request body has a lone surrogate")
     return params
 
 
+# A \u escape of a UTF-16 surrogate: in a pair it is one character, alone it
+# is none, and no string with one can be stored or sent on.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _is_unicode(params: dict[str, Any]) -> bool:
+    try:
+        json.dumps(params, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def json_body(result: Mapping[str, Any]) -> bytes:
-    return json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode()
+    # A lone surrogate (from a header's undecodable bytes, or a JSON escape a
+    # client sent) has no UTF-8 form: it goes out as its JSON escape, \udcxx.
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "backslashreplace")
 
 
 def json_error(error: SqsError) -> tuple[bytes, dict[str, str]]:
@@ -273,9 +296,11 @@ def _convert(shape: Shape, value: Any, where: str) -> Any:
             raise SqsError("MalformedQueryString", f"parameter {where} must be a single value")
         return value
     if shape == "i":
-        if not isinstance(value, str) or not re.fullmatch(r"-?\d{1,18}", value.strip()):
-            raise SqsError("InvalidParameterValue", f"Value {value!r} for parameter {where} is invalid")
-        return int(value)
+        number = integer_text(value) if isinstance(value, str) else None
+        if number is None:
+            shown_value = shown(value) if isinstance(value, str) else "(not a single value)"
+            raise SqsError("InvalidParameterValue", f"Value {shown_value} for parameter {where} is invalid")
+        return number
     if isinstance(shape, _Struct):
         if not isinstance(value, dict):
             raise SqsError("MalformedQueryString", f"parameter {where} needs members")
@@ -307,8 +332,12 @@ def _struct(shape: _Struct, tree: Mapping[str, Any], prefix: str) -> dict[str, A
     return params
 
 
+# A member's index: ASCII digits, from 1 (more digits than any list has are refused).
+_INDEX = re.compile(r"[1-9][0-9]{0,8}")
+
+
 def _numbered(value: Any, where: str) -> list[tuple[int, Any]]:
-    if not isinstance(value, dict) or not all(k.isdigit() and int(k) > 0 for k in value):
+    if not isinstance(value, dict) or not all(_INDEX.fullmatch(k) for k in value):
         raise SqsError("MalformedQueryString", f"parameter {where} must be numbered from 1 ({where}.1...)")
     return sorted((int(k), v) for k, v in value.items())
 
@@ -316,11 +345,16 @@ def _numbered(value: Any, where: str) -> list[tuple[int, Any]]:
 # -- Query: replies ---------------------------------------------------------------
 
 
+# Characters XML cannot hold (control characters, lone surrogates): an error
+# message may quote a client's text that has them.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     # Carriage returns would become newlines in any XML parser: keep them.
-    return escape(str(value)).replace("\r", "&#xD;")
+    return escape(_NOT_XML.sub("\ufffd", str(value))).replace("\r", "&#xD;")
 
 
 def _element(name: str, value: Any, shape: Shape | None, out: list[str]) -> None:
