@@ -371,3 +371,14 @@ def test_cli_over_rediss_takes_the_tls_options(tls_redis: str, ca: Authority, tm
         done = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=60)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 1 and len(lines) == 1 and expected in lines[0], lines
+
+
+def test_cluster_mode_passes_the_tls_files_to_its_nodes(tls_redis: str, ca: Authority) -> None:
+    """The TLS Redis is no cluster: cluster mode gets as far as asking it about its slots,
+    which takes a handshake with the client certificate; without one, the server drops it."""
+    me = ca.issue("smq-cluster-client", server=False)
+    files = {"tls_ca": str(ca.file), "tls_cert": str(me.cert), "tls_key": str(me.key)}
+    with pytest.raises(Exception, match="Cluster mode is not enabled"):
+        smq.Client(settings=smq.Settings(url=tls_redis, cluster=True, **files))
+    with pytest.raises(Exception, match="EOF occurred"):
+        smq.Client(settings=smq.Settings(url=tls_redis, cluster=True, tls_ca=str(ca.file)))
