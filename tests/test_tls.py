@@ -231,9 +231,10 @@ def test_bad_tls_options_of_serve_say_one_line(
     cases = [
         (["--tls-cert", str(pair.cert)], "both a certificate and its key"),
         ([], "both a certificate and its key"),  # SMQ_TLS_KEY alone, below
-        (["--tls-cert", str(tmp_path / "missing.crt"), "--tls-key", str(pair.key)], "No such file"),
+        (["--tls-cert", str(tmp_path / "missing.crt"), "--tls-key", str(pair.key)], "missing.crt"),
         (["--tls-cert", str(pair.cert), "--tls-key", str(other.key)], "key values mismatch"),
-        (["--tls-cert", str(pair.key), "--tls-key", str(pair.key)], "cannot use the certificate"),
+        (["--tls-cert", str(pair.key), "--tls-key", str(pair.key)], "holds no PEM certificate"),
+        (["--tls-cert", str(pair.cert), "--tls-key", str(pair.cert)], "holds no PEM private key"),
     ]
     for args, expected in cases:
         env = {} if args else {"SMQ_TLS_KEY": str(pair.key)}
@@ -365,7 +366,8 @@ def test_cli_over_rediss_takes_the_tls_options(tls_redis: str, ca: Authority, tm
     )
     assert done.returncode == 0 and "tls-cli" in done.stdout, done.stderr
     for extra, expected in [
-        (["--redis-tls-ca", str(tmp_path / "missing.pem")], "No such file"),
+        (["--redis-tls-ca", str(tmp_path / "missing.pem")], "No such file or directory: "),
+        (["--redis-tls-ca", str(me.key)], "holds no PEM certificate"),
         (["--redis-tls-cert", str(me.cert)], "needs its key"),
     ]:
         done = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=60)

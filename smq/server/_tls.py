@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import ssl
 
-from .._tls import tls_problem
+from .._tls import check_pem, tls_problem
 
 log = logging.getLogger("smq.serve")
 
 
 def _load(context: ssl.SSLContext, cert: str, key: str) -> None:
+    check_pem(cert, "certificate")
+    check_pem(key, "private key")
     try:
         context.load_cert_chain(cert, key)
     except ssl.SSLError as error:
