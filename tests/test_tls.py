@@ -384,3 +384,16 @@ def test_cluster_mode_passes_the_tls_files_to_its_nodes(tls_redis: str, ca: Auth
         smq.Client(settings=smq.Settings(url=tls_redis, cluster=True, **files))
     with pytest.raises(Exception, match="EOF occurred"):
         smq.Client(settings=smq.Settings(url=tls_redis, cluster=True, tls_ca=str(ca.file)))
+
+
+def test_client_takes_the_tls_files_from_the_environment_with_the_url(
+    tls_redis: str, ca: Authority, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    me = ca.issue("smq-env-client", server=False)
+    monkeypatch.setenv("SMQ_REDIS_URL", tls_redis)
+    monkeypatch.setenv("SMQ_REDIS_TLS_CA", str(ca.file))
+    monkeypatch.setenv("SMQ_REDIS_TLS_CERT", str(me.cert))
+    monkeypatch.setenv("SMQ_REDIS_TLS_KEY", str(me.key))
+    with smq.Client() as client:
+        client.create_queue("tls-env").send("from the environment")
+        assert client.get_queue("tls-env").receive()[0].body == "from the environment"
