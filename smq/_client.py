@@ -60,13 +60,21 @@ def _no_retries() -> Retry:
 
 def connect(settings: Settings) -> Any:
     """A redis-py client for ``settings``, with retries off and timeouts set."""
-    url = settings.resolved().url
+    settings = settings.resolved()
+    url = settings.url
     assert url is not None
     options: dict[str, Any] = dict(
         retry=_no_retries(),
         socket_timeout=settings.socket_timeout,
         socket_connect_timeout=settings.connect_timeout,
     )
+    if settings.uses_tls_files:
+        if not url.lower().startswith("rediss://"):
+            raise ValueError("a TLS CA file or client certificate needs a rediss:// URL")
+        # Cluster mode hands these to the connection of every node.
+        options.update(
+            ssl_ca_certs=settings.tls_ca, ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key
+        )
     if settings.cluster:
         return RedisCluster.from_url(url, max_connections=settings.max_connections, **options)
     return redis.Redis.from_url(url, max_connections=settings.max_connections, **options)
@@ -388,8 +396,8 @@ class Client:
                     "start one with `smq serve` in this folder, or pass a URL (or set SMQ_REDIS_URL)"
                 ) from error
             if isinstance(error, BusyLoadingError) or _connect_failed(error):
-                raise Unavailable(str(error)) from error
-            raise BackendError(str(error)) from error
+                raise Unavailable(str(error) + _tls_hint(self.settings, error)) from error
+            raise BackendError(str(error) + _tls_hint(self.settings, error)) from error
         except RedisError as error:
             raise BackendError(str(error)) from error
 
@@ -458,6 +466,25 @@ def _decodes_responses(redis_client: Any) -> bool:
 
 
 __all__ = ["Client", "Status", "connect"]
+
+
+def _tls_hint(settings: Settings, error: BaseException) -> str:
+    """What to check when a TLS server dropped the connection of a client without a certificate.
+
+    Over TLS 1.3 the client's handshake ends before the server checks the
+    client's certificate: a server that wants one closes the connection at
+    the first command, which redis-py reports as an EOF.
+    """
+    url = (settings.url or "").lower()
+    if not url.startswith("rediss://") or settings.tls_cert is not None:
+        return ""
+    text = str(error)
+    if "EOF occurred" in text or "CERTIFICATE_REQUIRED" in text.upper().replace(" ", "_"):
+        return (
+            " (the TLS server closed the connection: if it asks for client certificates, give one "
+            "with its key: Settings tls_cert and tls_key, or --redis-tls-cert and --redis-tls-key)"
+        )
+    return ""
 
 
 def _connect_failed(error: BaseException) -> bool:

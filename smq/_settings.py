@@ -33,6 +33,14 @@ class Settings:
         allow_eviction: Accept a Redis whose ``maxmemory-policy`` is not
             ``noeviction``. Such a Redis may silently drop messages under
             memory pressure; leave this off in production.
+        tls_ca: CA file (PEM) that signed the certificate of a ``rediss://``
+            server; default: the system's CAs.
+        tls_cert: Client certificate (PEM) for a server that asks for one
+            (``tls-auth-clients``); with ``tls_key``, its private key.
+        tls_key: Private key (PEM) of ``tls_cert``.
+
+    When ``url`` comes from ``$SMQ_REDIS_URL``, the TLS files left None come
+    from ``$SMQ_REDIS_TLS_CA``, ``$SMQ_REDIS_TLS_CERT`` and ``$SMQ_REDIS_TLS_KEY``.
     """
 
     url: str | None = None
@@ -42,6 +50,18 @@ class Settings:
     max_connections: int = 64
     allow_eviction: bool = False
     data_dir: str | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("a client certificate needs its key (tls_cert and tls_key)")
+
+    @property
+    def uses_tls_files(self) -> bool:
+        """True when a CA file or a client certificate is set (they need a ``rediss://`` URL)."""
+        return any(value is not None for value in (self.tls_ca, self.tls_cert, self.tls_key))
 
     @property
     def uses_embedded(self) -> bool:
@@ -54,6 +74,12 @@ class Settings:
             return self
         from_env = os.environ.get("SMQ_REDIS_URL")
         if from_env:
-            return replace(self, url=from_env)
+            return replace(
+                self,
+                url=from_env,
+                tls_ca=self.tls_ca or os.environ.get("SMQ_REDIS_TLS_CA") or None,
+                tls_cert=self.tls_cert or os.environ.get("SMQ_REDIS_TLS_CERT") or None,
+                tls_key=self.tls_key or os.environ.get("SMQ_REDIS_TLS_KEY") or None,
+            )
         data_dir = self.data_dir or os.environ.get("SMQ_DATA_DIR") or DEFAULT_DATA_DIR
         return replace(self, url=embedded_url(data_dir))

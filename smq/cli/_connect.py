@@ -6,29 +6,38 @@ import fcntl
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import click
 import redis
 
 from .._client import Client
 from .._settings import Settings
+from .._tls import check_client_files
 from ._base import fail
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 _SERVER_KEY = "smq.redis_server"
+_TLS_KEY = "smq.redis_tls"
 
 
 def _remember_server(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     ctx.meta[_SERVER_KEY] = value
 
 
+def _remember_tls(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    assert param.name is not None
+    ctx.meta.setdefault(_TLS_KEY, {})[param.name] = value or None
+
+
 def redis_options(command: F) -> F:
     """Add ``--redis-url``, ``--cluster`` and ``--data-dir`` (keywords ``redis_url``, ``cluster``,
     ``data_dir``) to a command; pass them to ``open_client``. ``--redis-server`` (the binary
-    of an embedded server this command may start) reaches ``redis_for`` through the context."""
+    of an embedded server this command may start) reaches ``redis_for`` through the context,
+    and so do ``--redis-tls-ca``, ``--redis-tls-cert`` and ``--redis-tls-key`` (see
+    ``redis_tls_settings``)."""
     options = [
         click.option(
             "--redis-url",
@@ -63,6 +72,38 @@ def redis_options(command: F) -> F:
             "default: the embedded Valkey of smq-redis[embedded]. "
             "A redis-server on PATH is used only if named.",
         ),
+        click.option(
+            "--redis-tls-ca",
+            "redis_tls_ca",
+            envvar="SMQ_REDIS_TLS_CA",
+            default=None,
+            metavar="FILE",
+            expose_value=False,
+            callback=_remember_tls,
+            help="CA file (PEM) that signed the certificate of a rediss:// Redis (env SMQ_REDIS_TLS_CA); "
+            "default: the system's CAs.",
+        ),
+        click.option(
+            "--redis-tls-cert",
+            "redis_tls_cert",
+            envvar="SMQ_REDIS_TLS_CERT",
+            default=None,
+            metavar="FILE",
+            expose_value=False,
+            callback=_remember_tls,
+            help="Client certificate (PEM) for a rediss:// Redis that asks for one; needs "
+            "--redis-tls-key (env SMQ_REDIS_TLS_CERT).",
+        ),
+        click.option(
+            "--redis-tls-key",
+            "redis_tls_key",
+            envvar="SMQ_REDIS_TLS_KEY",
+            default=None,
+            metavar="FILE",
+            expose_value=False,
+            callback=_remember_tls,
+            help="Private key (PEM) of --redis-tls-cert (env SMQ_REDIS_TLS_KEY).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -93,8 +134,38 @@ def open_client(
     ``settings`` are more ``Settings`` fields (``allow_eviction=True``...).
     """
     with redis_for(redis_url, cluster, data_dir, long_running=long_running) as url:
-        with Client(settings=Settings(url=url, cluster=cluster, **settings)) as client:
+        tls = redis_tls_settings(url)
+        with Client(settings=Settings(url=url, cluster=cluster, **tls, **settings)) as client:
             yield client
+
+
+class TlsFiles(TypedDict, total=False):
+    """The TLS fields of ``Settings``."""
+
+    tls_ca: str | None
+    tls_cert: str | None
+    tls_key: str | None
+
+
+def redis_tls_settings(url: str) -> TlsFiles:
+    """The ``Settings`` TLS fields the running command was given, checked: a missing or
+    unreadable file, a key without its certificate, or TLS files for a URL that is not
+    ``rediss://`` end the command with one line."""
+    ctx = click.get_current_context(silent=True)
+    given: dict[str, str | None] = dict(ctx.meta.get(_TLS_KEY, {})) if ctx is not None else {}
+    if not any(given.values()):
+        return TlsFiles()
+    if not url.lower().startswith("rediss://"):
+        fail("--redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:// --redis-url")
+    try:
+        check_client_files(given.get("redis_tls_ca"), given.get("redis_tls_cert"), given.get("redis_tls_key"))
+    except ValueError as error:
+        fail(f"Redis TLS: {error}")
+    return TlsFiles(
+        tls_ca=given.get("redis_tls_ca"),
+        tls_cert=given.get("redis_tls_cert"),
+        tls_key=given.get("redis_tls_key"),
+    )
 
 
 @contextmanager

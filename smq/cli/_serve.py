@@ -12,7 +12,7 @@ from .._errors import SmqError
 from .._settings import Settings
 from ._base import fail as _fail
 from ._base import main
-from ._connect import redis_for, redis_options
+from ._connect import redis_for, redis_options, redis_tls_settings
 
 
 def _access_keys(values: tuple[str, ...]) -> dict[str, str]:
@@ -128,6 +128,21 @@ def _is_loopback(host: str) -> bool:
     help="Open connections at most; beyond them a new connection gets 503 and is closed.",
 )
 @click.option(
+    "--tls-cert",
+    envvar="SMQ_TLS_CERT",
+    default=None,
+    metavar="FILE",
+    help="Serve HTTPS with this certificate (PEM, chain after it); needs --tls-key. "
+    "SIGHUP loads both files again.",
+)
+@click.option(
+    "--tls-key",
+    envvar="SMQ_TLS_KEY",
+    default=None,
+    metavar="FILE",
+    help="Private key (PEM) of --tls-cert.",
+)
+@click.option(
     "--access-log/--no-access-log",
     envvar="SMQ_ACCESS_LOG",
     default=True,
@@ -151,16 +166,19 @@ def serve(
     body_timeout: float,
     idle_timeout: float,
     max_connections: int,
+    tls_cert: str | None,
+    tls_key: str | None,
     access_log: bool,
     data_dir: Path,
 ) -> None:
-    """Serve the SQS API (JSON and Query protocols) over HTTP.
+    """Serve the SQS API (JSON and Query protocols) over HTTP, or HTTPS with --tls-cert.
 
     Point any SQS client at it: aws sqs --endpoint-url http://127.0.0.1:9324 list-queues
     """
     import asyncio
 
     from ..server import ServerConfig, log_to_stderr, run
+    from ..server._tls import server_context
 
     keys = _access_keys(access_keys)
     if keys and no_auth:
@@ -180,8 +198,12 @@ def serve(
             body_timeout=body_timeout,
             idle_timeout=idle_timeout,
             max_connections=max_connections,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
             access_log=access_log,
         )
+        if tls_cert is not None and tls_key is not None:
+            server_context(tls_cert, tls_key)  # a bad file: one line now, not at the first connection
     except ValueError as error:
         _fail(str(error))
     log_to_stderr()
@@ -193,7 +215,7 @@ def serve(
         sys.stdout.flush()
 
     def serve_on(url: str) -> None:
-        client = Client(settings=Settings(url=url, cluster=cluster))
+        client = Client(settings=Settings(url=url, cluster=cluster, **redis_tls_settings(url)))
         try:
             asyncio.run(run(client, config, host, port, on_ready=ready))
         except OSError as error:

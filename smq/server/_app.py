@@ -7,6 +7,7 @@ import functools
 import json
 import logging
 import signal
+import ssl
 import sys
 import time
 import uuid
@@ -28,6 +29,7 @@ from ._guard import ConnectionGuard, raise_file_limit
 from ._longpoll import LongPolls
 from ._metrics import ApiMetrics
 from ._sigv4 import check_payload, scope_region, verify
+from ._tls import reload_certificate, server_context
 
 log = logging.getLogger("smq.serve")
 access_log = logging.getLogger("smq.access")
@@ -369,8 +371,13 @@ async def run(
     empty reply, and lets requests in flight finish (``shutdown_timeout``).
     Connections are bounded: ``max_connections`` open, ``header_timeout`` to
     send a request's headers, ``body_timeout`` its body, ``idle_timeout``
-    between requests.
+    between requests. With ``tls_cert`` and ``tls_key``, it serves HTTPS and
+    SIGHUP loads both files again.
     """
+    tls = None
+    cert, key = config.tls_cert, config.tls_key
+    if cert is not None and key is not None:
+        tls = server_context(cert, key)
     service = Service(client, config)
     await service.start()
     raise_file_limit(config.max_connections)
@@ -385,15 +392,18 @@ async def run(
         keepalive_timeout=config.idle_timeout,
     )
     await runner.setup()
-    site = _GuardedSite(runner, guard, host, port)
+    site = _GuardedSite(runner, guard, host, port, tls, handshake_timeout=config.header_timeout)
     await site.start()
     bound = runner.addresses[0]
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    on_ready(f"http://{shown}:{bound[1]}")
+    on_ready(f"{'https' if tls else 'http'}://{shown}:{bound[1]}")
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    if tls is not None and cert is not None and key is not None:
+        # SIGHUP: new connections get the certificate and key the files hold now.
+        loop.add_signal_handler(signal.SIGHUP, reload_certificate, tls, cert, key)
     try:
         await stop.wait()
     finally:
@@ -401,28 +411,51 @@ async def run(
         await service.stop()
         await runner.cleanup()
         await service.close()
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(signum)
 
 
 class _GuardedSite(web.BaseSite):
-    """aiohttp's TCP site, with each connection's protocol made through a ``ConnectionGuard``."""
+    """aiohttp's TCP site, with each connection's protocol made through a ``ConnectionGuard``.
 
-    def __init__(self, runner: web.AppRunner, guard: ConnectionGuard, host: str, port: int) -> None:
-        super().__init__(runner)
+    With ``ssl_context``, connections speak TLS; a handshake must end within
+    ``handshake_timeout`` seconds.
+    """
+
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        guard: ConnectionGuard,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        handshake_timeout: float = 60.0,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context)
         self._guard = guard
         self._host, self._port = host, port
+        self._handshake_timeout = handshake_timeout
         assert runner.server is not None
         guard.factory = runner.server
 
     @property
     def name(self) -> str:
-        return f"http://{self._host}:{self._port}"
+        scheme = "https" if self._ssl_context else "http"
+        return f"{scheme}://{self._host}:{self._port}"
 
     async def start(self) -> None:
         await super().start()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._guard, self._host, self._port, reuse_address=True)
+        tls = self._ssl_context
+        self._server = await loop.create_server(
+            self._guard,
+            self._host,
+            self._port,
+            reuse_address=True,
+            ssl=tls,
+            ssl_handshake_timeout=self._handshake_timeout if tls else None,
+        )
 
 
 class _OneLineClientErrors(logging.Filter):

@@ -47,6 +47,10 @@ class ServerConfig:
             next request before the server closes it.
         max_connections: Open connections at most; a connection beyond them
             is answered ``503 Service Unavailable`` and closed at once.
+        tls_cert: Certificate (PEM, the chain after it) to serve HTTPS with;
+            with ``tls_key``, its private key. Neither: plain HTTP. SIGHUP
+            loads both files again.
+        tls_key: Private key (PEM) of ``tls_cert``.
     """
 
     region: str = "us-east-1"
@@ -62,6 +66,8 @@ class ServerConfig:
     body_timeout: float = 60.0
     idle_timeout: float = 75.0
     max_connections: int = 4000
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[0-9]{12}", self.account_id):
@@ -75,6 +81,8 @@ class ServerConfig:
                 raise ValueError(f"{name.replace('_', ' ')} must be more than 0 seconds")
         if self.max_connections < 1:
             raise ValueError("max connections must be at least 1")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("HTTPS needs both a certificate and its key (--tls-cert and --tls-key)")
 
 
 @dataclass
