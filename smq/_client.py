@@ -479,7 +479,8 @@ def _tls_hint(settings: Settings, error: BaseException) -> str:
     if not url.startswith("rediss://") or settings.tls_cert is not None:
         return ""
     text = str(error)
-    if "EOF occurred" in text or "CERTIFICATE_REQUIRED" in text.upper().replace(" ", "_"):
+    dropped = ("EOF occurred", "reset by peer", "closed by server")
+    if any(d in text for d in dropped) or "CERTIFICATE_REQUIRED" in text.upper().replace(" ", "_"):
         return (
             " (the TLS server closed the connection: if it asks for client certificates, give one "
             "with its key: Settings tls_cert and tls_key, or --redis-tls-cert and --redis-tls-key)"
