@@ -400,3 +400,23 @@ def test_client_takes_the_tls_files_from_the_environment_with_the_url(
     with smq.Client() as client:
         client.create_queue("tls-env").send("from the environment")
         assert client.get_queue("tls-env").receive()[0].body == "from the environment"
+
+
+def test_the_spark_data_source_takes_the_tls_files_as_options(tls_redis: str, ca: Authority) -> None:
+    from smq.spark._options import SourceOptions
+
+    me = ca.issue("smq-spark-client", server=False)
+    options = SourceOptions.parse(
+        {
+            "queue": "tls-spark",
+            "url": tls_redis,
+            "tlsCa": str(ca.file),
+            "tlsCert": str(me.cert),
+            "tlsKey": str(me.key),
+        }
+    )
+    with smq.Client(settings=options.settings) as client:  # what the source's readers and writers make
+        client.create_queue("tls-spark").send("from spark")
+        assert client.get_queue("tls-spark").receive()[0].body == "from spark"
+    with pytest.raises(smq.InvalidParameter, match="tlsCert and tlsKey"):
+        SourceOptions.parse({"queue": "q", "url": tls_redis, "tlsCert": str(me.cert)})

@@ -5,7 +5,9 @@ Every mode:
 - ``queue`` (required): the queue's name.
 - ``url``: the Redis to use (default: ``$SMQ_REDIS_URL``, else the embedded
   server that ``smq serve`` runs in ``.smq``, as ``smq.Settings`` says);
-  ``cluster``: ``true`` for a Redis Cluster.
+  ``cluster``: ``true`` for a Redis Cluster; ``tlsCa``, ``tlsCert``, ``tlsKey``: the
+  CA file and client certificate and key for a ``rediss://`` URL (files each
+  executor can read; default: ``$SMQ_REDIS_TLS_*`` with ``$SMQ_REDIS_URL``).
 
 Batch read (``spark.read``): a snapshot, by peek, that changes nothing.
 
@@ -103,7 +105,16 @@ class SourceOptions:
         queue = lowered.get("queue")
         if not queue:
             raise InvalidParameter('the smq data source needs option("queue", <name>)')
-        url = lowered.get("url") or Settings().resolved().url or ""
+        try:
+            settings = Settings(
+                url=lowered.get("url") or None,
+                cluster=_flag(lowered, "cluster", False),
+                tls_ca=lowered.get("tlsca") or None,
+                tls_cert=lowered.get("tlscert") or None,
+                tls_key=lowered.get("tlskey") or None,
+            ).resolved()
+        except ValueError as error:
+            raise InvalidParameter(f"options tlsCert and tlsKey: {error}") from None
         table = lowered.get("table", "messages")
         if table not in ("messages", "events"):
             raise InvalidParameter(f"option table must be messages or events, not {table!r}")
@@ -116,7 +127,7 @@ class SourceOptions:
             raise InvalidParameter("option writeId must be 1 to 64 printable characters")
         return cls(
             queue=queue,
-            settings=Settings(url=url, cluster=_flag(lowered, "cluster", False)),
+            settings=settings,
             table=table,
             states=states,
             max_messages=_int(lowered, "maxMessages", _DEEPEST, 1, _DEEPEST),
