@@ -135,12 +135,14 @@ while want > 0 and skips > 0 do
       local _
       _, receive_count, first_ms = parse_state(states[i])
     end
-    if not record or held[i] or taken[id] then
-      -- A ghost: deleted while visible, or an id whose message is in flight.
+    -- A ghost: deleted while visible, an id whose message is in flight, or a
+    -- second entry of an id this call already handled.
+    local ghost = not record or held[i] or taken[id]
+    taken[id] = true
+    if ghost then
       ghosts = ghosts + 1
       skips = skips - 1
     elseif now - sent_ms_of(record) >= retention_ms then
-      taken[id] = true  -- a second entry of it in this page is a ghost
       redis.call('HDEL', messages, id)
       redis.call('HDEL', state, id)
       redis.call('HDEL', origins, id)
@@ -148,7 +150,6 @@ while want > 0 and skips > 0 do
       skips = skips - 1
       emit(events, events_max, now, 'retention_expired', id, receive_count)
     elseif dlq ~= '' and max_receives > 0 and receive_count >= max_receives then
-      taken[id] = true
       local entry = dead_letter_out(outbox, outbox_at, now, id, token, dlq, queue_name,
         receive_count, first_ms, record)
       redis.call('HDEL', messages, id)
@@ -167,7 +168,6 @@ while want > 0 and skips > 0 do
       new_states[#new_states + 1] = format_state(token, receive_count, first_ms, now)
       new_inflight[#new_inflight + 1] = now + visibility_ms
       new_inflight[#new_inflight + 1] = id
-      taken[id] = true
       received[#received + 1] = id
       received[#received + 1] = record
       received[#received + 1] = receive_count

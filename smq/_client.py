@@ -374,10 +374,8 @@ class Client:
             self._check_redis()
         try:
             reply = self._scripts.run(script, keys, args)
-        except (NotSent, BusyLoadingError) as error:
-            raise Unavailable(f"{script} on queue {queue!r} did not run: {error}") from error
         except (RedisConnectionError, RedisTimeoutError) as error:
-            if _connect_failed(error):
+            if _not_run(error):
                 raise Unavailable(f"{script} on queue {queue!r} did not run: {error}") from error
             raise OutcomeUnknown(f"{script} on queue {queue!r}: {error}") from error
         except RedisError as error:
@@ -395,7 +393,7 @@ class Client:
                     f"no Redis URL given, and no embedded server answers at {self.settings.url}: "
                     "start one with `smq serve` in this folder, or pass a URL (or set SMQ_REDIS_URL)"
                 ) from error
-            if isinstance(error, BusyLoadingError) or _connect_failed(error):
+            if _not_run(error):
                 raise Unavailable(str(error) + _tls_hint(self.settings, error)) from error
             raise BackendError(str(error) + _tls_hint(self.settings, error)) from error
         except RedisError as error:
@@ -488,12 +486,16 @@ def _tls_hint(settings: Settings, error: BaseException) -> str:
     return ""
 
 
-def _connect_failed(error: BaseException) -> bool:
-    """Whether redis-py raised while connecting, before sending anything.
+def _not_run(error: BaseException) -> bool:
+    """Whether a connection error surely left the command unrun.
 
-    redis-py words every failure of its ``connect()`` "Error N connecting to
-    ..." (or "Timeout connecting to ..."); calls that go through redis-py's
-    own command path (cluster redirects, script loads) are told apart so.
+    True for a script smq could not send (``NotSent``), a Redis answering
+    LOADING, and a failure of redis-py's own ``connect()``, which it words
+    "Error N connecting to ..." (or "Timeout connecting to ..."): calls that
+    go through redis-py's command path (cluster redirects, script loads) are
+    told apart so.
     """
+    if isinstance(error, (NotSent, BusyLoadingError)):
+        return True
     text = str(error)
     return " connecting to " in text or text.startswith(("Timeout connecting", "Connection refused"))

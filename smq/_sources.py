@@ -45,16 +45,9 @@ def list_sources(client: Client, name: str, limit: int | None, after: str) -> li
         ]
         if not candidates:
             break
-        pipe = client._redis.pipeline(transaction=False)
-        for candidate in candidates:
-            pipe.hget(QueueKeys.of(candidate).meta, "dlq")
-        targets = client._call(pipe.execute)
-        stale = []
-        for candidate, target in zip(candidates, targets, strict=True):
-            if target is not None and text(target) == name:
-                found.append(candidate)
-            else:
-                stale.append(candidate)
+        naming = _naming(client, name, candidates)
+        found += [c for c in candidates if c in naming]
+        stale = [c for c in candidates if c not in naming]
         if stale:
             client._call(client._redis.zrem, index, *stale)
         low = f"({candidates[-1]}"
@@ -80,11 +73,16 @@ def dead_letter_origins(client: Client, name: str, message_ids: Sequence[str]) -
         return {}
     found = client._call(client._redis.hmget, QueueKeys.of(name).origins, list(message_ids))
     origins = {m: text(o) for m, o in zip(message_ids, found, strict=True) if o is not None}
-    candidates = sorted(set(origins.values()))
-    if not candidates:
+    if not origins:
         return {}
+    naming = _naming(client, name, sorted(set(origins.values())))
+    return {m: o for m, o in origins.items() if o in naming}
+
+
+def _naming(client: Client, name: str, candidates: Sequence[str]) -> set[str]:
+    """Those of ``candidates`` whose redrive policy names ``name`` now (one pipelined read)."""
     pipe = client._redis.pipeline(transaction=False)
     for candidate in candidates:
         pipe.hget(QueueKeys.of(candidate).meta, "dlq")
-    targets = dict(zip(candidates, client._call(pipe.execute), strict=True))
-    return {m: o for m, o in origins.items() if targets[o] is not None and text(targets[o]) == name}
+    targets = client._call(pipe.execute)
+    return {c for c, t in zip(candidates, targets, strict=True) if t is not None and text(t) == name}
