@@ -79,14 +79,16 @@ class Server:
         return self.process.returncode
 
 
-def json_client(url: str, *, region: str = REGION, **config: Any) -> Any:
-    """boto3's SQS client: the AWS JSON 1.0 protocol (signing for ``region``)."""
+def json_client(
+    url: str, *, region: str = REGION, key: tuple[str, str] = (KEY_ID, SECRET), **config: Any
+) -> Any:
+    """boto3's SQS client: the AWS JSON 1.0 protocol (signing for ``region`` with ``key``)."""
     return boto3.session.Session().client(
         "sqs",
         endpoint_url=url,
         region_name=region,
-        aws_access_key_id=KEY_ID,
-        aws_secret_access_key=SECRET,
+        aws_access_key_id=key[0],
+        aws_secret_access_key=key[1],
         config=Config(retries={"max_attempts": 1}, **config),
     )
 
@@ -108,8 +110,11 @@ def _query_model() -> Path:
     return _QUERY_MODEL_DIR
 
 
-def query_client(url: str, *, region: str = REGION, **config: Any) -> Any:
-    """boto3's SQS client speaking the Query protocol (form fields, XML replies), signing for ``region``."""
+def query_client(
+    url: str, *, region: str = REGION, key: tuple[str, str] = (KEY_ID, SECRET), **config: Any
+) -> Any:
+    """boto3's SQS client speaking the Query protocol (form fields, XML replies), signing for ``region``
+    with ``key``."""
     core = botocore.session.get_session()
     core.get_component("data_loader").search_paths.insert(0, str(_query_model()))
     session = boto3.session.Session(botocore_session=core)
@@ -117,20 +122,20 @@ def query_client(url: str, *, region: str = REGION, **config: Any) -> Any:
         "sqs",
         endpoint_url=url,
         region_name=region,
-        aws_access_key_id=KEY_ID,
-        aws_secret_access_key=SECRET,
+        aws_access_key_id=key[0],
+        aws_secret_access_key=key[1],
         config=Config(retries={"max_attempts": 1}, **config),
     )
     assert client.meta.service_model.protocol == "query"
     return client
 
 
-def aws_cli(url: str, *args: str, check: bool = True) -> Any:
-    """Run ``aws sqs ARGS`` (the AWS CLI, as a subprocess); parsed JSON output."""
+def aws_cli(url: str, *args: str, check: bool = True, key: tuple[str, str] = (KEY_ID, SECRET)) -> Any:
+    """Run ``aws sqs ARGS`` (the AWS CLI, as a subprocess, signing with ``key``); parsed JSON output."""
     env = {
         **os.environ,
-        "AWS_ACCESS_KEY_ID": KEY_ID,
-        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_ACCESS_KEY_ID": key[0],
+        "AWS_SECRET_ACCESS_KEY": key[1],
         "AWS_DEFAULT_REGION": REGION,
         "AWS_MAX_ATTEMPTS": "1",
         "AWS_CONFIG_FILE": os.devnull,

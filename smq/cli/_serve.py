@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -15,15 +16,24 @@ from ._base import main
 from ._connect import redis_for, redis_options, redis_tls_settings
 
 
-def _access_keys(values: tuple[str, ...]) -> dict[str, str]:
+def _access_keys(values: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """(key id -> secret, key id -> account) of ``ID:SECRET[:ACCOUNT]`` values."""
     keys: dict[str, str] = {}
+    accounts: dict[str, str] = {}
     for value in values:
-        for pair in value.replace(",", " ").split():
-            key_id, sep, secret = pair.partition(":")
+        for given in value.replace(",", " ").split():
+            key_id, sep, secret = given.partition(":")
+            account = ""
+            if secret.count(":"):
+                secret, _, account = secret.rpartition(":")
+                if not re.fullmatch("[0-9]{12}", account):
+                    _fail(f"access key {key_id!r}: its account must be 12 digits, not {account!r}")
             if not sep or not key_id or not secret:
-                _fail(f"access key {pair.split(':')[0]!r}: give it as ID:SECRET")
+                _fail(f"access key {key_id!r}: give it as ID:SECRET or ID:SECRET:ACCOUNT")
             keys[key_id] = secret
-    return keys
+            if account:
+                accounts[key_id] = account
+    return keys, accounts
 
 
 def _is_loopback(host: str) -> bool:
@@ -68,8 +78,9 @@ def _is_loopback(host: str) -> bool:
     "access_keys",
     envvar="SMQ_ACCESS_KEYS",
     multiple=True,
-    metavar="ID:SECRET",
-    help="Accept requests signed (SigV4) with this key; repeat for more (env SMQ_ACCESS_KEYS).",
+    metavar="ID:SECRET[:ACCOUNT]",
+    help="Accept requests signed (SigV4) with this key, acting in ACCOUNT (12 digits; default "
+    "--account-id); repeat for more (env SMQ_ACCESS_KEYS).",
 )
 @click.option(
     "--no-auth",
@@ -180,7 +191,7 @@ def serve(
     from ..server import ServerConfig, log_to_stderr, run
     from ..server._tls import server_context
 
-    keys = _access_keys(access_keys)
+    keys, key_accounts = _access_keys(access_keys)
     if keys and no_auth:
         _fail("--access-key and --no-auth exclude each other")
     if not keys and not no_auth and not _is_loopback(host):
@@ -191,6 +202,7 @@ def serve(
             account_id=account_id,
             public_url=public_url,
             access_keys=keys,
+            key_accounts=key_accounts,
             max_clock_skew=max_clock_skew,
             threads=threads,
             shutdown_timeout=shutdown_timeout,

@@ -23,6 +23,7 @@ from .._client import Client
 from .._errors import SmqError
 from . import _wire
 from ._actions import ACTIONS
+from ._authorize import Policies, after, authorize
 from ._context import Context, ServerConfig
 from ._errors import SqsError, from_core
 from ._guard import ConnectionGuard, raise_file_limit
@@ -54,6 +55,7 @@ class Service:
         self._move_tasks: asyncio.Task[None] | None = None
         self._move_kick = asyncio.Event()
         self.metrics = ApiMetrics(lambda: self.in_flight)
+        self.policies = Policies(client)
 
     async def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -146,8 +148,13 @@ class Service:
                 kick_move_tasks=self.kick_move_tasks,
                 trace_header=request.headers.get("X-Amzn-Trace-Id") or None,
                 region=scope_region(request.headers, request.rel_url.raw_query_string) or "",
+                secure=request.scheme == "https",
             )
-            result = await ACTIONS[action](context, params)
+            await authorize(context, self.policies, action, params)
+            try:
+                result = await ACTIONS[action](context, params)
+            finally:
+                after(self.policies, action)
             response = _reply(protocol, action, result, request_id, _wants_json(request))
         except SqsError as caught:
             error = caught

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from .._client import Client
 from .._errors import InvalidQueueName
-from .._names import REGION, check_sqs_name, namespace, qualify, split_name
+from .._names import ACCOUNT, REGION, check_sqs_name, namespace, qualify, split_name
 from .._queue import Queue
 from ._errors import NO_QUEUE, SqsError
 from ._longpoll import LongPolls
@@ -29,6 +29,8 @@ class ServerConfig:
             default the scheme and Host of each request.
         access_keys: Access key id -> secret; requests must carry a valid
             Signature Version 4 signature of one of them. Empty: no checks.
+        key_accounts: Access key id -> the 12-digit account its requests act
+            in (tenants); a key not named here acts in ``account_id``.
         max_clock_skew: Seconds a signature's time may differ from the server's.
         threads: Threads that run the blocking core calls (each holds a
             Redis connection per node; long polls that wait hold none).
@@ -57,6 +59,7 @@ class ServerConfig:
     account_id: str = "000000000000"
     public_url: str | None = None
     access_keys: Mapping[str, str] = field(default_factory=dict)
+    key_accounts: Mapping[str, str] = field(default_factory=dict)
     max_clock_skew: float = 300.0
     threads: int = 16
     shutdown_timeout: float = 30.0
@@ -72,6 +75,9 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[0-9]{12}", self.account_id):
             raise ValueError(f"account id must be 12 digits, not {self.account_id!r}")
+        for key_id, account in self.key_accounts.items():
+            if key_id not in self.access_keys or not re.fullmatch(r"[0-9]{12}", account):
+                raise ValueError(f"access key {key_id!r}: its account must be 12 digits, and the key known")
         if not re.fullmatch(r"[a-z0-9-]{1,32}", self.region):
             raise ValueError(f"region {self.region!r} is invalid")
         if self.threads < 1:
@@ -106,6 +112,7 @@ class Context:
     kick_move_tasks: Callable[[], None] = lambda: None
     trace_header: str | None = None  # the request's X-Amzn-Trace-Id header
     region: str = ""
+    secure: bool = False  # the request came over HTTPS
 
     def __post_init__(self) -> None:
         if not self.region:
@@ -115,8 +122,8 @@ class Context:
 
     @property
     def account(self) -> str:
-        """The account the request acts in (one per server, for now)."""
-        return self.config.account_id
+        """The account the request acts in: its access key's (the server's by default)."""
+        return self.config.key_accounts.get(self.sender, self.config.account_id)
 
     def core_name(self, name: str, region: str | None = None, account: str | None = None) -> str:
         """The core queue name of SQS name ``name`` in a region and account (default: the request's)."""
@@ -145,6 +152,10 @@ class Context:
         """The region a queue belongs to."""
         return self._parts(core_name)[0]
 
+    def account_of(self, core_name: str) -> str:
+        """The account that owns a queue."""
+        return self._parts(core_name)[1]
+
     def name_of_arn(self, arn: str, error: str = "InvalidParameterValue") -> str:
         """The core name of the queue an ARN names, of any region in this account."""
         parts = arn.split(":") if isinstance(arn, str) else []
@@ -163,7 +174,9 @@ class Context:
 
         A QueueUrl may be ``{base}/{account}/{name}`` (the request's region),
         ``{base}/{region}/{account}/{name}`` (also after ``/queue``, as
-        LocalStack writes them), or a bare queue name (the request's region).
+        LocalStack writes them), or a bare queue name (the request's region and
+        account). The account may be another than the request's: whether the
+        request may use that queue is for ``_authorize`` to say.
         """
         url = params.get("QueueUrl")
         if url is None and self.path.strip("/"):
@@ -180,7 +193,7 @@ class Context:
         if len(parts) not in (2, 3) or not _is_sqs_name(parts[-1]):
             raise SqsError("QueueDoesNotExist", NO_QUEUE)
         region = parts[0] if len(parts) == 3 else self.region
-        if parts[-2] != self.account or not REGION.fullmatch(region):
+        if not ACCOUNT.fullmatch(parts[-2]) or not REGION.fullmatch(region):
             raise SqsError("QueueDoesNotExist", NO_QUEUE)
         return self.core_name(parts[-1], region, parts[-2])
 

@@ -1,8 +1,8 @@
 """SQS error codes: the one table of the HTTP layer.
 
 Every error the API returns is an ``SqsError``. Its ``code`` names it
-here; ``json_type`` is the name SQS gives it in the JSON protocol (``__type``
-is ``com.amazonaws.sqs#<json_type>``); ``query_code`` is the code of the
+here; ``json_type`` is the ``__type`` SQS gives it in the JSON protocol
+(``com.amazonaws.sqs#<name>`` for SQS's own errors); ``query_code`` is the code of the
 Query protocol, which the JSON protocol repeats in the ``x-amzn-query-error``
 header, so that SDKs that check ``Error.Code`` and SDKs that raise modelled
 exceptions both recognise it. Codes, statuses, types and texts are the live
@@ -60,6 +60,9 @@ _JSON_TYPES = {
     "InvalidParameterValue": "InvalidParameterValueException",
     "MissingParameter": "MissingRequiredParameterException",
 }
+# Errors of the AWS request layer in front of SQS, not of SQS itself: their own
+# namespace in the JSON protocol.
+_FRONT_TYPES = {"AccessDenied": "com.amazon.coral.service#AccessDeniedException"}
 # Over JSON the live service names these three by their short code in
 # x-amzn-query-error (so Error.Code in today's SDKs); the Query protocol keeps
 # the long code its model maps to exceptions.
@@ -84,7 +87,9 @@ class SqsError(Exception):
 
     @property
     def json_type(self) -> str:
-        return _JSON_TYPES.get(self.code, self.code)
+        if self.code in _FRONT_TYPES:
+            return _FRONT_TYPES[self.code]
+        return "com.amazonaws.sqs#" + _JSON_TYPES.get(self.code, self.code)
 
     @property
     def json_query_code(self) -> str:

@@ -3,8 +3,8 @@
 As in SQS, each permission is a statement of the queue's Policy attribute
 (a JSON policy document), named by its label (``Sid``): ``Effect`` Allow,
 ``Principal`` the accounts' root ARNs, ``Action`` ``SQS:<action>``,
-``Resource`` the queue's ARN. smq stores policies and returns them; it does
-not enforce them (access is granted by the server's access keys).
+``Resource`` the queue's ARN. With access keys, the server enforces them
+(``_authorize``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from .._policy import update_extra_attribute
 from . import _params as p
+from ._authorize import GRANTABLE, OWNER_ONLY
 from ._context import Context
 from ._errors import SqsError
 
@@ -22,33 +23,6 @@ Result = dict[str, Any]
 
 _LABEL = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _ACCOUNT = re.compile(r"[0-9]{12}")
-# What another account may be allowed to do with a queue.
-GRANTABLE = (
-    "*",
-    "ChangeMessageVisibility",
-    "DeleteMessage",
-    "GetQueueAttributes",
-    "GetQueueUrl",
-    "ListDeadLetterSourceQueues",
-    "PurgeQueue",
-    "ReceiveMessage",
-    "SendMessage",
-)
-# What only the queue's owner may do.
-OWNER_ONLY = (
-    "AddPermission",
-    "CancelMessageMoveTask",
-    "CreateQueue",
-    "DeleteQueue",
-    "ListMessageMoveTasks",
-    "ListQueueTags",
-    "ListQueues",
-    "RemovePermission",
-    "SetQueueAttributes",
-    "StartMessageMoveTask",
-    "TagQueue",
-    "UntagQueue",
-)
 
 
 def _invalid(value: str, parameter: str, reason: str) -> SqsError:

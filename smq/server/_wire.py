@@ -266,7 +266,7 @@ def json_body(result: Mapping[str, Any]) -> bytes:
 
 
 def json_error(error: SqsError) -> tuple[bytes, dict[str, str]]:
-    body = json_body({"__type": f"com.amazonaws.sqs#{error.json_type}", "message": error.message})
+    body = json_body({"__type": error.json_type, "message": error.message})
     return body, {"x-amzn-query-error": f"{error.json_query_code};{error.fault}"}
 
 
