@@ -7,11 +7,32 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from smq.server._access_policy import Decision, Request, evaluate
 
 OWNER, OTHER, THIRD = "111111111111", "222222222222", "333333333333"
 ARN = f"arn:aws:sqs:us-east-1:{OWNER}:jobs"
+
+
+_KEYS = st.sampled_from(
+    [
+        "Effect",
+        "Principal",
+        "NotPrincipal",
+        "Action",
+        "NotAction",
+        "Resource",
+        "NotResource",
+        "Condition",
+        "AWS",
+        "Bool",
+        "aws:SecureTransport",
+        "Allow",
+        "Deny",
+    ]
+)
 
 
 def policy(*statements: dict[str, Any]) -> str:
@@ -190,3 +211,25 @@ def test_policies_of_any_shape_never_fail_and_allow_nothing(text: str) -> None:
 def test_one_statement_alone_not_in_a_list() -> None:
     document = json.dumps({"Statement": allow({"AWS": OTHER}, "sqs:SendMessage")})
     assert evaluate(document, asks()) is Decision.ALLOW
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=12)
+    | st.sampled_from(["*", "sqs:*", OTHER, ARN]),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12) | _KEYS, inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(statements=st.lists(st.dictionaries(_KEYS, _JSON, max_size=6), max_size=4), secure=st.booleans())
+def test_any_statements_are_judged_without_failing(statements: list[dict[str, Any]], secure: bool) -> None:
+    decision = evaluate(json.dumps({"Statement": statements}), asks(secure=secure))
+    assert isinstance(decision, Decision)
+    if not any(s.get("Effect") == "Allow" for s in statements):
+        assert decision is not Decision.ALLOW

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import json
 import os
 import shutil
 import signal
@@ -165,6 +166,38 @@ def test_serve_https_with_a_certificate_of_the_test_ca(
     got = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)["Messages"]
     assert [message["Body"] for message in got] == ["over https"]
     assert _peer_name(server.url, ca.file) == "smq-server-one"
+
+
+def test_a_policy_that_denies_plain_http_is_judged_by_the_connection(
+    http_redis: EmbeddedRedis, ca: Authority, core: smq.Client
+) -> None:
+    pair = ca.issue("smq-server-policy")
+    key = f"--access-key={KEY_ID}:{SECRET}"
+    https = Server(http_redis.url, key, "--tls-cert", str(pair.cert), "--tls-key", str(pair.key))
+    plain = Server(http_redis.url, key)
+    try:
+        secure = _sqs(https.url, str(ca.file))
+        url = secure.create_queue(QueueName="https-only")["QueueUrl"]
+        https_only = {
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "sqs:*",
+            "Resource": "*",
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        }
+        policy = json.dumps({"Version": "2012-10-17", "Statement": [https_only]})
+        secure.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
+        secure.send_message(QueueUrl=url, MessageBody="over https")
+        with pytest.raises(botocore.exceptions.ClientError) as caught:
+            _sqs(plain.url, None).send_message(
+                QueueUrl=url.replace(https.url, plain.url), MessageBody="plain"
+            )
+        assert caught.value.response["Error"]["Code"] == "AccessDenied"
+        assert "with an explicit deny in a resource-based policy" in caught.value.response["Error"]["Message"]
+        assert [m.body for m in core.queue("https-only").peek()] == ["over https"]
+    finally:
+        https.stop()
+        plain.stop()
 
 
 def test_a_client_that_does_not_trust_the_ca_fails_the_handshake(
