@@ -5,6 +5,9 @@ and the AWS CLI against a real `smq serve` on a real Redis."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import smq
-from http_support import KEY_ID, REGION, SECRET, Server, aws_cli, json_client, query_client
+from http_support import BIN, KEY_ID, REGION, ROOT, SECRET, Server, aws_cli, json_client, query_client
 from smq.embedded import EmbeddedRedis
 
 OWNER, OTHER, THIRD = "111111111111", "222222222222", "333333333333"
@@ -250,3 +253,29 @@ def test_without_access_keys_policies_are_kept_but_not_enforced(sqs: Any) -> Non
 def test_access_keys_with_a_bad_account_are_refused_at_start(http_redis: EmbeddedRedis) -> None:
     with pytest.raises(RuntimeError, match="its account must be 12 digits, not '12345'"):
         Server(http_redis.url, "--access-key", "AKID:secret:12345")
+
+
+def test_the_tenants_example_of_the_docs_works_as_written(
+    http_redis: EmbeddedRedis, core: smq.Client
+) -> None:
+    text = (ROOT / "docs/sqs-api.md").read_text()
+    (script,) = re.findall(r"```bash\n(.*?)```", text.split("## Tenants", 1)[1].split("\n## ", 1)[0], re.S)
+    command = script.splitlines()[0].removeprefix("# smq serve ").split()
+    server = Server(http_redis.url, *command)
+    try:
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "AWS_CONFIG_FILE": os.devnull,
+               "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_MAX_ATTEMPTS": "1"}  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script.replace("http://127.0.0.1:9324", server.url)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert f"{server.url}/111111111111/orders" in done.stdout  # the partner found the owner's queue
+    assert "refused, as it should be" in done.stdout
+    assert "(AccessDenied) when calling the SendMessage operation" in done.stderr
+    assert [m.body for m in core.queue(f"{REGION}:111111111111:orders").peek()] == ["hi"]
