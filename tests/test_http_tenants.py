@@ -279,3 +279,28 @@ def test_the_tenants_example_of_the_docs_works_as_written(
     assert "refused, as it should be" in done.stdout
     assert "(AccessDenied) when calling the SendMessage operation" in done.stderr
     assert [m.body for m in core.queue(f"{REGION}:111111111111:orders").peek()] == ["hi"]
+
+
+def test_another_accounts_message_move_task_can_neither_be_seen_nor_cancelled(
+    as_account: Any, core: smq.Client
+) -> None:
+    owner, other = as_account(OWNER), as_account(OTHER)
+    dlq, jobs = f"{REGION}:{OWNER}:jobs-dlq", f"{REGION}:{OWNER}:jobs"
+    core.create_queue(dlq)
+    source = core.create_queue(jobs, redrive_policy=smq.RedrivePolicy(dlq, 1))
+    for n in range(5):
+        source.send(f"job {n}")
+    while source.receive(10, visibility_timeout=0):
+        pass  # the second receive of each message dead-letters it
+    dlq_arn = f"arn:aws:sqs:{REGION}:{OWNER}:jobs-dlq"
+    handle = owner.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    earlier = core.list_move_tasks(dlq)[0].handle  # the core's own form of the handle
+    for given in (handle, earlier):
+        with pytest.raises(ClientError) as caught:
+            other.cancel_message_move_task(TaskHandle=given)
+        assert refusal(caught)[:2] == ("InvalidParameterValue", 400)
+    with pytest.raises(ClientError) as caught:
+        other.list_message_move_tasks(SourceArn=dlq_arn)
+    assert refusal(caught)[:2] == ("InvalidParameterValue", 400)
+    assert owner.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0]["Status"] == "RUNNING"
+    owner.cancel_message_move_task(TaskHandle=handle)

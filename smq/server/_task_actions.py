@@ -65,9 +65,12 @@ def parse_task_handle(ctx: Context, handle: str) -> tuple[str, str]:
             raise _invalid_handle() from None
         return source, token
     try:
-        return parse_handle(handle)  # the earlier form: the core's own handle
+        source, token = parse_handle(handle)  # the earlier form: the core's own handle
     except MoveTaskNotFound:
         raise _invalid_handle() from None
+    if ctx.account_of(source) != ctx.account:
+        raise _invalid_handle()  # another account's task: only its owner may cancel it
+    return source, token
 
 
 def _token(task: MoveTask) -> str:
