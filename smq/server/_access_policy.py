@@ -21,7 +21,6 @@ import enum
 import functools
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +51,7 @@ class Request:
     secure: bool = False
 
 
+@functools.lru_cache(maxsize=4096)
 def evaluate(policy: str, request: Request) -> Decision:
     """What ``policy`` (a queue's Policy attribute, ``""`` for none) says of ``request``."""
     allowed = False
@@ -67,18 +67,21 @@ def evaluate(policy: str, request: Request) -> Decision:
     return Decision.ALLOW if allowed else Decision.NONE
 
 
-def _statements(policy: str) -> Iterator[dict[str, Any]]:
+@functools.lru_cache(maxsize=256)
+def _statements(policy: str) -> tuple[dict[str, Any], ...]:
+    """The statements of a Policy document (parsed once per distinct text; never changed)."""
     if not policy:
-        return
+        return ()
     try:
         document = json.loads(policy)
     except (ValueError, RecursionError):
-        return
+        return ()
     statements = document.get("Statement") if isinstance(document, dict) else None
     if isinstance(statements, dict):
         statements = [statements]
-    if isinstance(statements, list):
-        yield from (s for s in statements if isinstance(s, dict))
+    if not isinstance(statements, list):
+        return ()
+    return tuple(s for s in statements if isinstance(s, dict))
 
 
 def _applies(statement: dict[str, Any], request: Request) -> bool:
