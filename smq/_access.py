@@ -7,11 +7,20 @@ that (see the operations guide); ``check_access`` runs the ``check_access``
 script, which tries every script command on keys no queue uses, so a missing
 permission is reported when a client starts, in one line, rather than at the
 first message.
+
+A Redis Cluster client needs a few commands more (``CLUSTER_COMMANDS``,
+``acl_rules(cluster=True)``), and the user on every node: ACL users are not
+shared between nodes. Its check runs the script on every primary.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
+
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
+from redis.exceptions import NoPermissionError
 
 from ._errors import BackendError
 from ._keys import PREFIX, QueueKeys
@@ -33,25 +42,86 @@ CLIENT_COMMANDS = (
 """The commands the client sends itself: scripts, the eviction check, long-poll
 wake-ups, the queue registry and index reads, the event stream."""
 
+CLUSTER_COMMANDS = ("cluster|slots", "command", "asking")
+"""What a Redis Cluster client sends besides: the slot map (redis-py reads it
+when it starts, and again after a MOVED reply or a lost node), the command
+table (read once when it starts, to find the keys of commands), and ASKING
+(before a command redirected to a slot being migrated)."""
+
 PROBE = "!access"
-"""The queue name the access check writes under: no queue can have it."""
+"""The queue name the access check writes under: no queue can have it (in a
+cluster, a number follows, chosen so that each primary serves one probe)."""
+
+_PROBE_TRIES = 200_000
+"""Bounds the search for a probe name per primary (a primary with one slot
+takes some 16,000 tries on average)."""
 
 
-def acl_rules() -> str:
-    """The rules of a Redis ACL user for smq (``ACL SETUSER smq on >PASSWORD <rules>``)."""
-    commands = sorted(set(SCRIPT_COMMANDS) | set(CLIENT_COMMANDS))
-    return " ".join(
-        [f"resetkeys ~{PREFIX}:*", f"resetchannels &{PREFIX}:*", "-@all", *(f"+{c}" for c in commands)]
-    )
+def acl_rules(cluster: bool = False) -> str:
+    """The rules of a Redis ACL user for smq (``ACL SETUSER smq on >PASSWORD <rules>``).
+
+    ``cluster`` adds what a Redis Cluster client needs (``CLUSTER_COMMANDS``).
+    """
+    commands = set(SCRIPT_COMMANDS) | set(CLIENT_COMMANDS)
+    if cluster:
+        commands |= set(CLUSTER_COMMANDS)
+    grants = [f"+{command}" for command in sorted(commands)]
+    return " ".join([f"resetkeys ~{PREFIX}:*", f"resetchannels &{PREFIX}:*", "-@all", *grants])
+
+
+def acl_hint(cluster: bool) -> str:
+    """Where the ACL smq needs is found, for the end of an error message."""
+    command = "smq redis-acl --cluster" if cluster else "smq redis-acl"
+    return f"`{command}` prints it; see Operations: least privilege"
 
 
 def check_access(client: Client) -> None:
-    """Raise BackendError, in one line, if the Redis user may not run a command smq needs."""
-    keys = QueueKeys.of(PROBE)
-    reply = client._scripts.run("check_access", keys, ["", keys.wake_channel])
-    if reply[0] != 0:
-        detail = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
-        raise BackendError(f"the Redis user may not run {detail}: give it smq's ACL ({ACL_HINT})")
+    """Raise BackendError, in one line, if the Redis user may not run a command smq needs.
+
+    On a Redis Cluster the check runs on every primary, each with its own user list.
+    """
+    cluster = isinstance(client._redis, RedisCluster)
+    for name in _probe_names(client._redis) if cluster else [PROBE]:
+        keys = QueueKeys.of(name)
+        reply = client._scripts.run("check_access", keys, ["", keys.wake_channel])
+        if reply[0] != 0:
+            detail = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+            raise _refused(detail, cluster)
 
 
-ACL_HINT = "`smq redis-acl` prints it; see Operations: least privilege"
+def _probe_names(cluster: Any) -> list[str]:
+    """One probe name per primary of ``cluster``, whose keys that primary serves."""
+    nodes = cluster.nodes_manager
+    missing = {node.name for node in cluster.get_primaries()}
+    names = []
+    for number in range(_PROBE_TRIES):
+        if not missing:
+            break
+        name = f"{PROBE}{number}"
+        owner = nodes.get_node_from_slot(key_slot(QueueKeys.of(name).meta.encode())).name
+        if owner in missing:
+            missing.discard(owner)
+            names.append(name)
+    return names
+
+
+def refusal(error: BaseException, cluster: bool) -> BackendError | None:
+    """The one-line error for a NOPERM reply somewhere in ``error``'s chain, if there is one.
+
+    redis-py's cluster client wraps a refused ``CLUSTER SLOTS`` (or ``COMMAND``)
+    in errors of its own while it starts; the reply names the command.
+    """
+    seen: BaseException | None = error
+    for _ in range(10):  # a chain of causes is short; bound it all the same
+        if seen is None:
+            return None
+        if isinstance(seen, NoPermissionError):
+            found = re.search(r"'([a-z|-]+)'", str(seen))
+            command = found.group(1).replace("|", " ").upper() if found else str(seen)
+            return _refused(command, cluster)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _refused(what: str, cluster: bool) -> BackendError:
+    return BackendError(f"the Redis user may not run {what}: give it smq's ACL ({acl_hint(cluster)})")

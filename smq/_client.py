@@ -9,13 +9,19 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import BusyLoadingError, NoPermissionError, RedisError
+from redis.exceptions import (
+    AuthenticationError,
+    BusyLoadingError,
+    NoPermissionError,
+    RedisClusterException,
+    RedisError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from . import _move_tasks
-from ._access import ACL_HINT, check_access
+from ._access import acl_hint, check_access, refusal
 from ._config import (
     FIFO_INFLIGHT_LIMIT,
     QueueConfig,
@@ -76,7 +82,14 @@ def connect(settings: Settings) -> Any:
             ssl_ca_certs=settings.tls_ca, ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key
         )
     if settings.cluster:
-        return RedisCluster.from_url(url, max_connections=settings.max_connections, **options)
+        try:
+            return RedisCluster.from_url(url, max_connections=settings.max_connections, **options)
+        except (RedisError, RedisClusterException) as error:
+            # The cluster client reads the slot map and command table as it is made.
+            refused = refusal(error, cluster=True)
+            if refused is not None:
+                raise refused from error
+            raise
     return redis.Redis.from_url(url, max_connections=settings.max_connections, **options)
 
 
@@ -388,6 +401,8 @@ class Client:
         try:
             return function(*args, **kwargs)
         except RedisConnectionError as error:
+            if isinstance(self._redis, RedisCluster) and _refused_user(error):
+                raise _user_refused(error) from error
             if self._embedded_default:
                 raise Unavailable(
                     f"no Redis URL given, and no embedded server answers at {self.settings.url}: "
@@ -403,19 +418,22 @@ class Client:
         return "" if self._now_ms_override is None else str(self._now_ms_override)
 
     def _check_redis(self) -> None:
+        hint = acl_hint(isinstance(self._redis, RedisCluster))
         try:
             self._check_eviction()
             check_access(self)
         except NoPermissionError as error:  # NOPERM on EVALSHA or SCRIPT LOAD themselves
-            raise BackendError(f"{error}: give the Redis user smq's ACL ({ACL_HINT})") from error
+            raise BackendError(f"{error}: give the Redis user smq's ACL ({hint})") from error
         except (RedisConnectionError, RedisTimeoutError) as error:
+            if isinstance(self._redis, RedisCluster) and _refused_user(error):
+                raise _user_refused(error) from error
             # Whatever became of the check, the caller's call was not sent.
             raise Unavailable(f"the access check at start did not complete: {error}") from error
         except RedisError as error:
             raise BackendError(f"the access check failed: {error}") from error
         except BackendError as error:
             if isinstance(error.__cause__, NoPermissionError):
-                raise BackendError(f"{error}: give the Redis user smq's ACL ({ACL_HINT})") from error
+                raise BackendError(f"{error}: give the Redis user smq's ACL ({hint})") from error
             raise
         self._checked = True
 
@@ -464,6 +482,19 @@ def _decodes_responses(redis_client: Any) -> bool:
 
 
 __all__ = ["Client", "Status", "connect"]
+
+
+def _refused_user(error: BaseException) -> bool:
+    """Whether a connection failed because the server refused the user (smq's scripts wrap it)."""
+    return isinstance(error, AuthenticationError) or isinstance(error.__cause__, AuthenticationError)
+
+
+def _user_refused(error: BaseException) -> BackendError:
+    # Each node of a cluster has its own users: the one that refused may be the one left out.
+    return BackendError(
+        f"a node of the Redis Cluster refused the user: {error} "
+        f"(every node needs the user, replicas too: {acl_hint(True)})"
+    )
 
 
 def _tls_hint(settings: Settings, error: BaseException) -> str:

@@ -268,14 +268,25 @@ class EmbeddedRedis:
 
 
 class EmbeddedCluster:
-    """A Redis Cluster of ``masters`` primaries on free ports of 127.0.0.1."""
+    """A Redis Cluster of ``masters`` primaries on free ports of 127.0.0.1.
+
+    ``config`` lines go into every node's configuration file, after smq's own
+    (``user ...`` lines, for example, give every node the same ACL users).
+    The cluster is joined and checked through each node's default user.
+    """
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, masters: int = 3, server: str | None = None
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        masters: int = 3,
+        server: str | None = None,
+        config: Sequence[str] = (),
     ) -> None:
         self.directory = Path(directory).resolve()
         self.masters = masters
         self.server = find_redis_server(server)
+        self.extra_config = list(config)
         self.nodes: list[EmbeddedRedis] = []
 
     @property
@@ -300,7 +311,12 @@ class EmbeddedCluster:
                 self.directory / f"node{index}-{attempt}",
                 port=free_port(with_bus=True),
                 server=self.server,
-                config=["cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 5000"],
+                config=[
+                    "cluster-enabled yes",
+                    "cluster-config-file nodes.conf",
+                    "cluster-node-timeout 5000",
+                    *self.extra_config,
+                ],
             )
             try:
                 return node.start()

