@@ -304,3 +304,18 @@ def test_another_accounts_message_move_task_can_neither_be_seen_nor_cancelled(
     assert refusal(caught)[:2] == ("InvalidParameterValue", 400)
     assert owner.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0]["Status"] == "RUNNING"
     owner.cancel_message_move_task(TaskHandle=handle)
+
+
+def test_a_policy_of_pathological_wildcards_stalls_no_one(as_account: Any) -> None:
+    # Wildcards judged by a backtracking regular expression took exponentially long: this
+    # Policy held the server's event loop for minutes on each request to its queue.
+    owner, other = as_account(OWNER), as_account(OTHER)
+    name = "a" * 80
+    url = owner.create_queue(QueueName=name)["QueueUrl"]
+    mine = other.create_queue(QueueName="mine")["QueueUrl"]
+    set_policy(owner, url, {"Effect": "Allow", "Principal": "*", "Action": "*", "Resource": "*a" * 12 + "b"})
+    started = time.monotonic()
+    owner.send_message(QueueUrl=url, MessageBody="own queue: its Policy is read for a Deny")
+    denied(other.send_message, QueueUrl=url, MessageBody="the pattern does not match")
+    other.send_message(QueueUrl=mine, MessageBody="another account's own queue")
+    assert time.monotonic() - started < 5

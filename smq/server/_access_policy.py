@@ -18,9 +18,9 @@ understand fails closed.
 from __future__ import annotations
 
 import enum
-import functools
 import json
 import re
+import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -127,18 +127,83 @@ def _action_matches(pattern: Any, action: str) -> bool:
     service, sep, name = pattern.partition(":")
     if not sep or service.lower() != "sqs":
         return False
-    return _glob(name, ignore_case=True).fullmatch(action) is not None
+    return wildcard_matches(name, action, ignore_case=True)
 
 
 def _resource_matches(pattern: Any, arn: str) -> bool:
-    return isinstance(pattern, str) and _glob(pattern, ignore_case=False).fullmatch(arn) is not None
+    return isinstance(pattern, str) and wildcard_matches(pattern, arn)
 
 
-@functools.lru_cache(maxsize=1024)
-def _glob(pattern: str, *, ignore_case: bool) -> re.Pattern[str]:
-    """A policy wildcard pattern (``*`` any run, ``?`` any one character) as a regex."""
-    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.compile(body, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def wildcard_matches(pattern: str, text: str, *, ignore_case: bool = False) -> bool:
+    """Whether ``text`` matches a policy wildcard pattern: ``*`` any run of characters, ``?`` any one.
+
+    ``ignore_case``: ASCII letters match either case (action names are ASCII).
+    Matched piece by piece, each leftmost (a backtracking regular expression
+    can take exponentially long on patterns such as ``*a*a*a*a*a*a*a*b``, and
+    a Policy is its owner's to write): the work is at most in proportion to
+    the length of ``text`` times the length of the pattern's pieces.
+    """
+    if ignore_case:
+        pattern, text = pattern.translate(_ASCII_LOWER), text.translate(_ASCII_LOWER)
+    first, *rest = pattern.split("*")
+    if not rest:
+        return len(first) == len(text) and _fits(first, text, 0)
+    last = rest.pop()
+    middle = [part for part in rest if part]
+    if len(first) + len(last) + sum(map(len, middle)) > len(text):
+        return False  # each character of a piece stands for one of the text
+    end = len(text) - len(last)
+    if not _fits(first, text, 0) or not _fits(last, text, end):
+        return False
+    at = len(first)
+    for part in middle:
+        # The leftmost place a piece fits leaves the most room for the pieces after it.
+        found = _find(part, text, at, end)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True
+
+
+def _fits(part: str, text: str, at: int) -> bool:
+    """Whether ``part`` (``?`` any character) matches ``text`` at ``at``."""
+    if "?" not in part:
+        return text.startswith(part, at)
+    return (
+        0 <= at
+        and at + len(part) <= len(text)
+        and all(text.startswith(piece, at + offset) for offset, piece in _pieces(part))
+    )
+
+
+def _find(part: str, text: str, start: int, end: int) -> int:
+    """The first place in ``text[start:end]`` where ``part`` fits whole, or -1."""
+    if "?" not in part:
+        return text.find(part, start, end)
+    # Candidates are where the part's longest literal piece is.
+    offset, piece = max(_pieces(part), key=lambda found: len(found[1]))
+    last_start = end - len(part)
+    at = start
+    while at <= last_start:
+        found = text.find(piece, at + offset, last_start + offset + len(piece))
+        if found < 0:
+            return -1
+        if _fits(part, text, found - offset):
+            return found - offset
+        at = found - offset + 1
+    return -1
+
+
+def _pieces(part: str) -> list[tuple[int, str]]:
+    """(offset, text) of the literal pieces between the ``?`` of a part."""
+    pieces, at = [], 0
+    for piece in part.split("?"):
+        pieces.append((at, piece))
+        at += len(piece) + 1
+    return pieces
 
 
 def _conditions_hold(conditions: Any, request: Request) -> bool | None:
