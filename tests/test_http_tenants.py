@@ -319,3 +319,19 @@ def test_a_policy_of_pathological_wildcards_stalls_no_one(as_account: Any) -> No
     denied(other.send_message, QueueUrl=url, MessageBody="the pattern does not match")
     other.send_message(QueueUrl=mine, MessageBody="another account's own queue")
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SenderId is the key of the request that receives, not of the one that sent: "
+    "smq stores no sender with a message yet",
+)
+def test_sender_id_names_the_account_that_sent(as_account: Any) -> None:
+    # A consumer that trusts SenderId to tell its own messages from a partner's is misled:
+    # a message another account sent shows the receiver's own key.
+    owner, other = as_account(OWNER), as_account(OTHER)
+    url = owner.create_queue(QueueName="jobs")["QueueUrl"]
+    owner.add_permission(QueueUrl=url, Label="l", AWSAccountIds=[OTHER], Actions=["SendMessage"])
+    other.send_message(QueueUrl=url, MessageBody="from the partner")
+    (message,) = owner.receive_message(QueueUrl=url, AttributeNames=["SenderId"])["Messages"]
+    assert message["Attributes"]["SenderId"] != KEYS[OWNER][0]
