@@ -255,6 +255,14 @@ def test_access_keys_with_a_bad_account_are_refused_at_start(http_redis: Embedde
         Server(http_redis.url, "--access-key", "AKID:secret:12345")
 
 
+def test_an_access_key_given_twice_is_refused_at_start(http_redis: EmbeddedRedis) -> None:
+    # Else the later secret was kept with the earlier account: a key meant for the server's
+    # account (ID:SECRET) acted in a tenant's, or the other way round.
+    for given in (["AKID:s1:111111111111", "AKID:s2"], ["AKID:s1", "AKID:s2:222222222222"]):
+        with pytest.raises(RuntimeError, match="access key 'AKID' is given more than once"):
+            Server(http_redis.url, *(f"--access-key={value}" for value in given))
+
+
 def test_the_tenants_example_of_the_docs_works_as_written(
     http_redis: EmbeddedRedis, core: smq.Client
 ) -> None:
