@@ -283,3 +283,53 @@ def test_wildcards_match_as_a_regular_expression_would(pattern: str, text: str, 
     assert wildcard_matches(pattern, text, ignore_case=ignore_case) is _reference_glob(
         pattern, text, ignore_case
     )
+
+
+@pytest.mark.parametrize(
+    "unreadable",
+    [
+        {"Principal": {"AWS": int(OTHER)}},  # an account id not written as a string
+        {"Principal": {"AWS": [THIRD, int(OTHER)]}},
+        {"Principal": [OTHER]},  # a list, not {"AWS": [...]}
+        {"Principal": OTHER},  # only "*" stands alone
+        {"Principal": None},
+        {"Principal": {"AWS": OTHER[:-1]}},  # not an account id, not an ARN
+        {"NotPrincipal": {"AWS": int(THIRD)}},
+        {"Action": ["sqs:PurgeQueue", 7]},
+        {"Action": "SendMessage"},  # no service: not an action
+        {"Action": None},
+        {"NotAction": {"sqs": "PurgeQueue"}},
+        {"Resource": {"arn": ARN}},
+        {"Resource": [f"arn:aws:sqs:us-east-1:{OWNER}:other", None]},
+        {"NotResource": 3},
+    ],
+)
+def test_a_deny_smq_cannot_read_denies_and_an_allow_it_cannot_read_allows_nothing(
+    unreadable: dict[str, Any],
+) -> None:
+    # A Deny with an element smq cannot read was ignored: it failed open.
+    statement = {"Principal": "*", "Action": "sqs:*", "Resource": ARN, **unreadable}
+    for element in ("Principal", "Action", "Resource"):
+        if "Not" + element in unreadable:
+            del statement[element]
+    assert evaluate(policy(allow("*", "sqs:*"), {**statement, "Effect": "Deny"}), asks()) is Decision.DENY
+    assert evaluate(policy({**statement, "Effect": "Allow"}), asks()) is Decision.NONE
+
+
+def test_a_deny_naming_no_principal_or_no_action_denies() -> None:
+    for statement in ({"Effect": "Deny", "Action": "sqs:*"}, {"Effect": "Deny", "Principal": "*"}):
+        assert evaluate(policy(allow("*", "sqs:*"), statement), asks()) is Decision.DENY
+
+
+def test_a_readable_deny_of_others_still_denies_no_one_else() -> None:
+    for principal in (
+        {"AWS": THIRD},
+        {"AWS": f"arn:aws:iam::{OTHER}:user/alice"},
+        {"Service": "sns.amazonaws.com"},
+    ):
+        assert evaluate(policy(allow("*", "sqs:*"), deny(principal, "sqs:*")), asks()) is Decision.ALLOW
+    assert evaluate(policy(allow("*", "sqs:*"), deny("*", "sqs:Purge*")), asks()) is Decision.ALLOW
+    assert (
+        evaluate(policy(allow("*", "sqs:*"), deny("*", "sqs:*", "arn:aws:sqs:*:*:x")), asks())
+        is Decision.ALLOW
+    )

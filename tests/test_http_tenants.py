@@ -166,6 +166,22 @@ def test_an_explicit_deny_wins_and_never_locks_the_owner_out(as_account: Any) ->
     other.receive_message(QueueUrl=url)
 
 
+def test_a_deny_written_in_a_shape_smq_cannot_read_still_denies(as_account: Any) -> None:
+    # It was ignored: the account id as a JSON number left the Allow to everyone in force.
+    owner, other = as_account(OWNER), as_account(OTHER)
+    url = owner.create_queue(QueueName="jobs")["QueueUrl"]
+    arn = f"arn:aws:sqs:{REGION}:{OWNER}:jobs"
+    set_policy(
+        owner,
+        url,
+        {"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": arn},
+        {"Effect": "Deny", "Principal": {"AWS": int(OTHER)}, "Action": "sqs:ReceiveMessage", "Resource": arn},
+    )
+    other.send_message(QueueUrl=url, MessageBody="sending is allowed")
+    message = denied(other.receive_message, QueueUrl=url)
+    assert message.endswith("with an explicit deny in a resource-based policy")
+
+
 def test_owner_only_actions_are_never_allowed_to_another_account(as_account: Any, core: smq.Client) -> None:
     owner, other = as_account(OWNER), as_account(OTHER)
     url = owner.create_queue(QueueName="jobs")["QueueUrl"]
