@@ -4,13 +4,15 @@ the conditions smq can judge (pure logic; the HTTP tests use it end to end)."""
 from __future__ import annotations
 
 import json
+import re
+import time
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from smq.server._access_policy import Decision, Request, evaluate
+from smq.server._access_policy import Decision, Request, evaluate, wildcard_matches
 
 OWNER, OTHER, THIRD = "111111111111", "222222222222", "333333333333"
 ARN = f"arn:aws:sqs:us-east-1:{OWNER}:jobs"
@@ -233,3 +235,101 @@ def test_any_statements_are_judged_without_failing(statements: list[dict[str, An
     assert isinstance(decision, Decision)
     if not any(s.get("Effect") == "Allow" for s in statements):
         assert decision is not Decision.ALLOW
+
+
+@pytest.mark.parametrize("stars", [8, 20, 80])
+def test_wildcards_take_time_in_proportion_to_the_pattern_not_exponential(stars: int) -> None:
+    # "*a*a...*b" against an ARN of a's: a backtracking regular expression takes
+    # exponentially long, and one owner's Policy would stall the server for everyone.
+    arn = f"arn:aws:sqs:us-east-1:{OWNER}:" + "a" * 80
+    pattern = "*a" * stars + "b"
+    statements = [
+        allow("*", "sqs:" + pattern, "*"),
+        allow("*", "*", pattern),
+        deny("*", "*", "*a" * stars + "*"),
+    ]
+    started = time.monotonic()
+    assert evaluate(policy(*statements[:2]), asks(resource=arn)) is Decision.NONE
+    assert evaluate(policy(statements[2]), asks(resource=arn)) is Decision.DENY
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_largest_policy_of_pathological_wildcards_is_judged_quickly() -> None:
+    arn = f"arn:aws:sqs:us-east-1:{OWNER}:" + "a" * 80
+    statements, size = [], 0
+    while size < 60_000:
+        n = len(statements)
+        pattern = "*a" * (5 + n % 40) + "?" * (n % 3) + "*" + f"{n}b"
+        statements.append(allow("*", "*", pattern))
+        size += len(pattern) + 60
+    started = time.monotonic()
+    assert evaluate(policy(*statements), asks(resource=arn)) is Decision.NONE
+    assert time.monotonic() - started < 1.0
+
+
+def _reference_glob(pattern: str, text: str, ignore_case: bool) -> bool:
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    flags = re.DOTALL | (re.IGNORECASE | re.ASCII if ignore_case else 0)
+    return re.fullmatch(body, text, flags) is not None
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    pattern=st.text(alphabet="ab?*Aé", max_size=8),
+    text=st.text(alphabet="abAé", max_size=8),
+    ignore_case=st.booleans(),
+)
+def test_wildcards_match_as_a_regular_expression_would(pattern: str, text: str, ignore_case: bool) -> None:
+    assert wildcard_matches(pattern, text, ignore_case=ignore_case) is _reference_glob(
+        pattern, text, ignore_case
+    )
+
+
+@pytest.mark.parametrize(
+    "unreadable",
+    [
+        {"Principal": {"AWS": int(OTHER)}},  # an account id not written as a string
+        {"Principal": {"AWS": [THIRD, int(OTHER)]}},
+        {"Principal": [OTHER]},  # a list, not {"AWS": [...]}
+        {"Principal": OTHER},  # only "*" stands alone
+        {"Principal": None},
+        {"Principal": {"AWS": OTHER[:-1]}},  # not an account id, not an ARN
+        {"NotPrincipal": {"AWS": int(THIRD)}},
+        {"Action": ["sqs:PurgeQueue", 7]},
+        {"Action": "SendMessage"},  # no service: not an action
+        {"Action": None},
+        {"NotAction": {"sqs": "PurgeQueue"}},
+        {"Resource": {"arn": ARN}},
+        {"Resource": [f"arn:aws:sqs:us-east-1:{OWNER}:other", None]},
+        {"NotResource": 3},
+    ],
+)
+def test_a_deny_smq_cannot_read_denies_and_an_allow_it_cannot_read_allows_nothing(
+    unreadable: dict[str, Any],
+) -> None:
+    # A Deny with an element smq cannot read was ignored: it failed open.
+    statement = {"Principal": "*", "Action": "sqs:*", "Resource": ARN, **unreadable}
+    for element in ("Principal", "Action", "Resource"):
+        if "Not" + element in unreadable:
+            del statement[element]
+    assert evaluate(policy(allow("*", "sqs:*"), {**statement, "Effect": "Deny"}), asks()) is Decision.DENY
+    assert evaluate(policy({**statement, "Effect": "Allow"}), asks()) is Decision.NONE
+
+
+def test_a_deny_naming_no_principal_or_no_action_denies() -> None:
+    for statement in ({"Effect": "Deny", "Action": "sqs:*"}, {"Effect": "Deny", "Principal": "*"}):
+        assert evaluate(policy(allow("*", "sqs:*"), statement), asks()) is Decision.DENY
+
+
+def test_a_readable_deny_of_others_still_denies_no_one_else() -> None:
+    for principal in (
+        {"AWS": THIRD},
+        {"AWS": f"arn:aws:iam::{OTHER}:user/alice"},
+        {"Service": "sns.amazonaws.com"},
+    ):
+        assert evaluate(policy(allow("*", "sqs:*"), deny(principal, "sqs:*")), asks()) is Decision.ALLOW
+    assert evaluate(policy(allow("*", "sqs:*"), deny("*", "sqs:Purge*")), asks()) is Decision.ALLOW
+    assert (
+        evaluate(policy(allow("*", "sqs:*"), deny("*", "sqs:*", "arn:aws:sqs:*:*:x")), asks())
+        is Decision.ALLOW
+    )

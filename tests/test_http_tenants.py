@@ -166,6 +166,22 @@ def test_an_explicit_deny_wins_and_never_locks_the_owner_out(as_account: Any) ->
     other.receive_message(QueueUrl=url)
 
 
+def test_a_deny_written_in_a_shape_smq_cannot_read_still_denies(as_account: Any) -> None:
+    # It was ignored: the account id as a JSON number left the Allow to everyone in force.
+    owner, other = as_account(OWNER), as_account(OTHER)
+    url = owner.create_queue(QueueName="jobs")["QueueUrl"]
+    arn = f"arn:aws:sqs:{REGION}:{OWNER}:jobs"
+    set_policy(
+        owner,
+        url,
+        {"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": arn},
+        {"Effect": "Deny", "Principal": {"AWS": int(OTHER)}, "Action": "sqs:ReceiveMessage", "Resource": arn},
+    )
+    other.send_message(QueueUrl=url, MessageBody="sending is allowed")
+    message = denied(other.receive_message, QueueUrl=url)
+    assert message.endswith("with an explicit deny in a resource-based policy")
+
+
 def test_owner_only_actions_are_never_allowed_to_another_account(as_account: Any, core: smq.Client) -> None:
     owner, other = as_account(OWNER), as_account(OTHER)
     url = owner.create_queue(QueueName="jobs")["QueueUrl"]
@@ -255,6 +271,14 @@ def test_access_keys_with_a_bad_account_are_refused_at_start(http_redis: Embedde
         Server(http_redis.url, "--access-key", "AKID:secret:12345")
 
 
+def test_an_access_key_given_twice_is_refused_at_start(http_redis: EmbeddedRedis) -> None:
+    # Else the later secret was kept with the earlier account: a key meant for the server's
+    # account (ID:SECRET) acted in a tenant's, or the other way round.
+    for given in (["AKID:s1:111111111111", "AKID:s2"], ["AKID:s1", "AKID:s2:222222222222"]):
+        with pytest.raises(RuntimeError, match="access key 'AKID' is given more than once"):
+            Server(http_redis.url, *(f"--access-key={value}" for value in given))
+
+
 def test_the_tenants_example_of_the_docs_works_as_written(
     http_redis: EmbeddedRedis, core: smq.Client
 ) -> None:
@@ -304,3 +328,34 @@ def test_another_accounts_message_move_task_can_neither_be_seen_nor_cancelled(
     assert refusal(caught)[:2] == ("InvalidParameterValue", 400)
     assert owner.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0]["Status"] == "RUNNING"
     owner.cancel_message_move_task(TaskHandle=handle)
+
+
+def test_a_policy_of_pathological_wildcards_stalls_no_one(as_account: Any) -> None:
+    # Wildcards judged by a backtracking regular expression took exponentially long: this
+    # Policy held the server's event loop for minutes on each request to its queue.
+    owner, other = as_account(OWNER), as_account(OTHER)
+    name = "a" * 80
+    url = owner.create_queue(QueueName=name)["QueueUrl"]
+    mine = other.create_queue(QueueName="mine")["QueueUrl"]
+    set_policy(owner, url, {"Effect": "Allow", "Principal": "*", "Action": "*", "Resource": "*a" * 12 + "b"})
+    started = time.monotonic()
+    owner.send_message(QueueUrl=url, MessageBody="own queue: its Policy is read for a Deny")
+    denied(other.send_message, QueueUrl=url, MessageBody="the pattern does not match")
+    other.send_message(QueueUrl=mine, MessageBody="another account's own queue")
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SenderId is the key of the request that receives, not of the one that sent: "
+    "smq stores no sender with a message yet",
+)
+def test_sender_id_names_the_account_that_sent(as_account: Any) -> None:
+    # A consumer that trusts SenderId to tell its own messages from a partner's is misled:
+    # a message another account sent shows the receiver's own key.
+    owner, other = as_account(OWNER), as_account(OTHER)
+    url = owner.create_queue(QueueName="jobs")["QueueUrl"]
+    owner.add_permission(QueueUrl=url, Label="l", AWSAccountIds=[OTHER], Actions=["SendMessage"])
+    other.send_message(QueueUrl=url, MessageBody="from the partner")
+    (message,) = owner.receive_message(QueueUrl=url, AttributeNames=["SenderId"])["Messages"]
+    assert message["Attributes"]["SenderId"] != KEYS[OWNER][0]

@@ -30,6 +30,8 @@ def _access_keys(values: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str
                     _fail(f"access key {key_id!r}: its account must be 12 digits, not {account!r}")
             if not sep or not key_id or not secret:
                 _fail(f"access key {key_id!r}: give it as ID:SECRET or ID:SECRET:ACCOUNT")
+            if key_id in keys:
+                _fail(f"access key {key_id!r} is given more than once")
             keys[key_id] = secret
             if account:
                 accounts[key_id] = account

@@ -10,9 +10,11 @@ about its own queue). Of conditions, only ``Bool`` ``aws:SecureTransport``.
 
 A caller is an account (an access key stands for its account's root), so a
 principal naming a user or role, a service or a federated identity matches
-no caller. A statement smq cannot fully judge (another condition) never
-allows, and denies whenever the rest of it matches: what it does not
-understand fails closed.
+no caller. A statement smq cannot fully judge (another condition, or an
+element it cannot read: an account id written as a number, a Principal
+neither ``*`` nor a mapping, no Principal or no Action) never allows, and
+denies whenever the rest of it matches: what it does not understand fails
+closed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import enum
 import functools
 import json
 import re
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,12 +60,13 @@ def evaluate(policy: str, request: Request) -> Decision:
     allowed = False
     for statement in _statements(policy):
         effect = statement.get("Effect")
-        if effect not in ("Allow", "Deny") or not _applies(statement, request):
+        applies = _applies(statement, request) if effect in ("Allow", "Deny") else False
+        if applies is False:
             continue
         judged = _conditions_hold(statement.get("Condition"), request)
         if effect == "Deny" and judged is not False:
             return Decision.DENY
-        if effect == "Allow" and judged is True:
+        if effect == "Allow" and applies and judged is True:
             allowed = True
     return Decision.ALLOW if allowed else Decision.NONE
 
@@ -84,64 +88,157 @@ def _statements(policy: str) -> tuple[dict[str, Any], ...]:
     return tuple(s for s in statements if isinstance(s, dict))
 
 
-def _applies(statement: dict[str, Any], request: Request) -> bool:
-    """Whether the statement's principal, action and resource all cover the request."""
-    return (
-        _covered(statement, "Principal", lambda p: _principal_matches(p, request.account), default=False)
-        and _covered(statement, "Action", lambda a: _action_matches(a, request.action), default=False)
-        and _covered(statement, "Resource", lambda r: _resource_matches(r, request.resource), default=True)
-    )
+def _applies(statement: dict[str, Any], request: Request) -> bool | None:
+    """Whether the statement's principal, action and resource all cover the request:
+    None when one of them smq cannot read and none it can read rules the request out."""
+    covered = [
+        _covered(statement, "Principal", lambda p: _principal_matches(p, request.account), default=None),
+        _covered(statement, "Action", lambda a: _action_matches(a, request.action), default=None),
+        _covered(statement, "Resource", lambda r: _resource_matches(r, request.resource), default=True),
+    ]
+    if False in covered:
+        return False
+    return None if None in covered else True
 
 
-def _covered(statement: dict[str, Any], element: str, matches: Any, *, default: bool) -> bool:
-    """``element`` (or its ``Not`` form) of a statement, judged by ``matches`` on each value."""
+def _covered(statement: dict[str, Any], element: str, matches: Any, *, default: bool | None) -> bool | None:
+    """``element`` (or its ``Not`` form) of a statement, judged by ``matches`` on each value
+    (True, False, or None for a value it cannot read); ``default`` when it has neither."""
     if element in statement:
-        return any(matches(value) for value in _values(statement[element], element))
-    negated = "Not" + element
-    if negated in statement:
-        return not any(matches(value) for value in _values(statement[negated], element))
-    return default
+        negated, given = False, statement[element]
+    elif "Not" + element in statement:
+        negated, given = True, statement["Not" + element]
+    else:
+        return default
+    found = [matches(value) for value in _values(given, element)]
+    if True in found:
+        return not negated
+    if None in found:
+        return None
+    return negated
+
+
+class _Unreadable:
+    """A value in a shape the policy grammar does not allow."""
+
+
+_UNREADABLE = _Unreadable()
 
 
 def _values(value: Any, element: str) -> list[Any]:
     if element == "Principal":
         # Only "*" stands alone; of the kinds in a mapping only AWS principals can be
         # callers here (Service, Federated, ... match no one).
-        value = value.get("AWS", []) if isinstance(value, dict) else ["*"] if value == "*" else []
+        if isinstance(value, dict):
+            value = value.get("AWS", [])
+        elif value == "*":
+            value = ["*"]
+        else:
+            value = [_UNREADABLE]
     if isinstance(value, list):
         return value
     return [value]
 
 
-def _principal_matches(principal: Any, account: str) -> bool:
+def _principal_matches(principal: Any, account: str) -> bool | None:
     if not isinstance(principal, str):
-        return False
+        return None
     if principal == "*" or (_ACCOUNT.fullmatch(principal) and principal == account):
         return True
     root = _ROOT.fullmatch(principal)
-    return root is not None and root.group(1) == account
+    if root is not None:
+        return root.group(1) == account
+    # A user, role or other identity (never a caller here); anything else is no principal.
+    return False if _ACCOUNT.fullmatch(principal) or principal.startswith("arn:") else None
 
 
-def _action_matches(pattern: Any, action: str) -> bool:
+def _action_matches(pattern: Any, action: str) -> bool | None:
     if not isinstance(pattern, str):
-        return False
+        return None
     if pattern == "*":
         return True
     service, sep, name = pattern.partition(":")
-    if not sep or service.lower() != "sqs":
+    if not sep:
+        return None
+    if service.lower() != "sqs":
         return False
-    return _glob(name, ignore_case=True).fullmatch(action) is not None
+    return wildcard_matches(name, action, ignore_case=True)
 
 
-def _resource_matches(pattern: Any, arn: str) -> bool:
-    return isinstance(pattern, str) and _glob(pattern, ignore_case=False).fullmatch(arn) is not None
+def _resource_matches(pattern: Any, arn: str) -> bool | None:
+    return wildcard_matches(pattern, arn) if isinstance(pattern, str) else None
 
 
-@functools.lru_cache(maxsize=1024)
-def _glob(pattern: str, *, ignore_case: bool) -> re.Pattern[str]:
-    """A policy wildcard pattern (``*`` any run, ``?`` any one character) as a regex."""
-    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.compile(body, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def wildcard_matches(pattern: str, text: str, *, ignore_case: bool = False) -> bool:
+    """Whether ``text`` matches a policy wildcard pattern: ``*`` any run of characters, ``?`` any one.
+
+    ``ignore_case``: ASCII letters match either case (action names are ASCII).
+    Matched piece by piece, each leftmost (a backtracking regular expression
+    can take exponentially long on patterns such as ``*a*a*a*a*a*a*a*b``, and
+    a Policy is its owner's to write): the work is at most in proportion to
+    the length of ``text`` times the length of the pattern's pieces.
+    """
+    if ignore_case:
+        pattern, text = pattern.translate(_ASCII_LOWER), text.translate(_ASCII_LOWER)
+    first, *rest = pattern.split("*")
+    if not rest:
+        return len(first) == len(text) and _fits(first, text, 0)
+    last = rest.pop()
+    middle = [part for part in rest if part]
+    if len(first) + len(last) + sum(map(len, middle)) > len(text):
+        return False  # each character of a piece stands for one of the text
+    end = len(text) - len(last)
+    if not _fits(first, text, 0) or not _fits(last, text, end):
+        return False
+    at = len(first)
+    for part in middle:
+        # The leftmost place a piece fits leaves the most room for the pieces after it.
+        found = _find(part, text, at, end)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True
+
+
+def _fits(part: str, text: str, at: int) -> bool:
+    """Whether ``part`` (``?`` any character) matches ``text`` at ``at``."""
+    if "?" not in part:
+        return text.startswith(part, at)
+    return (
+        0 <= at
+        and at + len(part) <= len(text)
+        and all(text.startswith(piece, at + offset) for offset, piece in _pieces(part))
+    )
+
+
+def _find(part: str, text: str, start: int, end: int) -> int:
+    """The first place in ``text[start:end]`` where ``part`` fits whole, or -1."""
+    if "?" not in part:
+        return text.find(part, start, end)
+    # Candidates are where the part's longest literal piece is.
+    offset, piece = max(_pieces(part), key=lambda found: len(found[1]))
+    last_start = end - len(part)
+    at = start
+    while at <= last_start:
+        found = text.find(piece, at + offset, last_start + offset + len(piece))
+        if found < 0:
+            return -1
+        if _fits(part, text, found - offset):
+            return found - offset
+        at = found - offset + 1
+    return -1
+
+
+def _pieces(part: str) -> list[tuple[int, str]]:
+    """(offset, text) of the literal pieces between the ``?`` of a part."""
+    pieces, at = [], 0
+    for piece in part.split("?"):
+        pieces.append((at, piece))
+        at += len(piece) + 1
+    return pieces
 
 
 def _conditions_hold(conditions: Any, request: Request) -> bool | None:
