@@ -182,15 +182,23 @@ def fifo_header(group: str, deduplication_id: str) -> bytes:
     return b"f%d:%s%d:%s" % (len(group), group.encode(), len(deduplication_id), deduplication_id.encode())
 
 
-# The trace header rides with the message attributes under a name no sender
-# may use (SQS reserves the "AWS." prefix), and is taken out again on reading.
+# The trace header and the sender ride with the message attributes under names no
+# sender may use (SQS reserves the "AWS." prefix), and are taken out again on reading.
 TRACE_ATTRIBUTE = "AWS.TraceHeader"
+SENDER_ATTRIBUTE = "AWS.SenderId"
 
 
 def check_trace_header(value: object) -> str:
     """An AWSTraceHeader value: a non-empty string of characters SQS allows."""
     if not isinstance(value, str) or not value or _FORBIDDEN_CHARS.search(value):
         raise InvalidParameter(f"Value {value} for parameter AWSTraceHeader is invalid.")
+    return value
+
+
+def check_sender_id(value: object) -> str:
+    """A SenderId: 1-256 characters SQS allows in a message."""
+    if not isinstance(value, str) or not 0 < len(value) <= 256 or _FORBIDDEN_CHARS.search(value):
+        raise InvalidParameter(f"sender id {value!r} is invalid: use 1 to 256 printable characters")
     return value
 
 
@@ -210,8 +218,9 @@ def encode_payload(body: bytes, attributes: Mapping[str, MessageAttribute], head
 
 def decode_record(
     record: bytes,
-) -> tuple[int, dict[str, MessageAttribute], str, str | None, str | None, str | None]:
-    """(sent_ms, attributes, body, group id, deduplication id, trace header) of a stored record."""
+) -> tuple[int, dict[str, MessageAttribute], str, str | None, str | None, str | None, str | None]:
+    """(sent_ms, attributes, body, group id, deduplication id, trace header, sender id) of a
+    stored record."""
     sent, _, payload = record.partition(b"|")
     group = deduplication_id = None
     if payload[:1] == b"f":
@@ -234,6 +243,8 @@ def decode_record(
             attributes[name] = MessageAttribute(data_type, value)
     trace = attributes.pop(TRACE_ATTRIBUTE, None)
     trace_header = trace.value if trace is not None and isinstance(trace.value, str) else None
+    sender = attributes.pop(SENDER_ATTRIBUTE, None)
+    sender_id = sender.value if sender is not None and isinstance(sender.value, str) else None
     return (
         int(sent),
         attributes,
@@ -241,6 +252,7 @@ def decode_record(
         group,
         deduplication_id,
         trace_header,
+        sender_id,
     )
 
 
@@ -285,6 +297,7 @@ class Message:
         sequence_number: FIFO: SequenceNumber, 20 digits, increasing in
             send order within the queue.
         trace_header: The AWSTraceHeader system attribute sent with it, or None.
+        sender_id: Who sent it (SenderId), as the sender said, or None.
     """
 
     queue: str
@@ -299,6 +312,7 @@ class Message:
     deduplication_id: str | None = None
     sequence_number: str | None = None
     trace_header: str | None = None
+    sender_id: str | None = None
 
     @property
     def md5_of_body(self) -> str:
@@ -329,6 +343,8 @@ class SendEntry:
             with the same id is accepted and not stored again.
         trace_header: The AWSTraceHeader system attribute (an X-Ray trace
             header), kept with the message and returned on receive.
+        sender_id: Who sends it (SenderId on receive; the HTTP API gives the
+            signing access key), kept with the message; not counted in its size.
     """
 
     id: str
@@ -338,6 +354,7 @@ class SendEntry:
     message_group_id: str | None = None
     deduplication_id: str | None = None
     trace_header: str | None = None
+    sender_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

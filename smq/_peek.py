@@ -83,7 +83,7 @@ def peek(client: Client, keys: QueueKeys, state: str, limit: int, offset: int) -
 
 def _peeked(queue: str, state: str, entry: Sequence[Any]) -> PeekedMessage:
     message_id = text(entry[0])
-    sent_ms, attributes, body, group, _, _ = decode_record(entry[2])
+    sent_ms, attributes, body, group, _, _, _ = decode_record(entry[2])
     receive_count, first_ms, token, receive_ms = 0, 0, "", 0
     if entry[3]:
         # "<token>|<receive_count>|<first_ms>|<receive_ms>"; a token has no '|'.

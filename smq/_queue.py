@@ -88,6 +88,7 @@ class Queue:
         message_group_id: str | None = None,
         deduplication_id: str | None = None,
         trace_header: str | None = None,
+        sender_id: str | None = None,
     ) -> SendResult:
         """Send one message. Raises MessageTooLong, InvalidMessageContents, ...
 
@@ -98,10 +99,18 @@ class Queue:
         On a standard queue ``deduplication_id`` is optional and works the
         same way: an smq extension for producers that may retry a send.
         ``trace_header`` is the AWSTraceHeader system attribute, returned with
-        the message on every receive.
+        the message on every receive; ``sender_id`` says who sent it
+        (``Message.sender_id``, SenderId over HTTP).
         """
         entry = SendEntry(
-            "single", body, delay_seconds, attributes, message_group_id, deduplication_id, trace_header
+            "single",
+            body,
+            delay_seconds,
+            attributes,
+            message_group_id,
+            deduplication_id,
+            trace_header,
+            sender_id,
         )
         return send_one(self, entry)
 
@@ -261,7 +270,7 @@ class Queue:
         name = self.name
         for i in range(position, len(reply), stride):
             message_id = reply[i].decode()
-            sent_ms, attributes, body, group, deduplication_id, trace = decode_record(reply[i + 1])
+            sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(reply[i + 1])
             messages.append(
                 Message(
                     name,
@@ -276,6 +285,7 @@ class Queue:
                     deduplication_id,
                     reply[i + 4].decode() if stride == 5 else None,
                     trace,
+                    sender,
                 )
             )
         return messages, next_due_ms, wait_ms, False

@@ -23,6 +23,7 @@ from ._errors import (
     error_for,
 )
 from ._message import (
+    SENDER_ATTRIBUTE,
     TRACE_ATTRIBUTE,
     BatchFailure,
     BatchResult,
@@ -32,6 +33,7 @@ from ._message import (
     attributes_size,
     check_body,
     check_fifo_id,
+    check_sender_id,
     check_trace_header,
     encode_payload,
     fifo_header,
@@ -59,9 +61,11 @@ def _script_args(
     stored = attributes  # what the payload keeps: the attributes, and the trace header (not counted)
     if entry.trace_header is not None:
         stored = {
-            **attributes,
+            **stored,
             TRACE_ATTRIBUTE: MessageAttribute("String", check_trace_header(entry.trace_header)),
         }
+    if entry.sender_id is not None:
+        stored = {**stored, SENDER_ATTRIBUTE: MessageAttribute("String", check_sender_id(entry.sender_id))}
     group = entry.message_group_id
     if group is not None:
         check_fifo_id("MessageGroupId", group)

@@ -345,17 +345,26 @@ def test_a_policy_of_pathological_wildcards_stalls_no_one(as_account: Any) -> No
     assert time.monotonic() - started < 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SenderId is the key of the request that receives, not of the one that sent: "
-    "smq stores no sender with a message yet",
-)
-def test_sender_id_names_the_account_that_sent(as_account: Any) -> None:
-    # A consumer that trusts SenderId to tell its own messages from a partner's is misled:
-    # a message another account sent shows the receiver's own key.
+def test_sender_id_names_the_key_that_sent(as_account: Any, core: smq.Client) -> None:
+    # A consumer may tell its own messages from a partner's by SenderId: it is the sending
+    # key's, kept with the message (through a dead-letter move too), not the receiver's.
     owner, other = as_account(OWNER), as_account(OTHER)
     url = owner.create_queue(QueueName="jobs")["QueueUrl"]
     owner.add_permission(QueueUrl=url, Label="l", AWSAccountIds=[OTHER], Actions=["SendMessage"])
     other.send_message(QueueUrl=url, MessageBody="from the partner")
-    (message,) = owner.receive_message(QueueUrl=url, AttributeNames=["SenderId"])["Messages"]
-    assert message["Attributes"]["SenderId"] != KEYS[OWNER][0]
+    other.send_message_batch(QueueUrl=url, Entries=[{"Id": "b", "MessageBody": "batch from the partner"}])
+    owner.send_message(QueueUrl=url, MessageBody="own")
+    core.queue(f"{REGION}:{OWNER}:jobs").send("from Python")
+    got = owner.receive_message(
+        QueueUrl=url, AttributeNames=["SenderId"], MaxNumberOfMessages=10, WaitTimeSeconds=1
+    )
+    senders = {m["Body"]: m["Attributes"]["SenderId"] for m in got["Messages"]}
+    while len(senders) < 4:
+        more = owner.receive_message(QueueUrl=url, AttributeNames=["SenderId"], MaxNumberOfMessages=10)
+        senders.update({m["Body"]: m["Attributes"]["SenderId"] for m in more.get("Messages", [])})
+    assert senders == {
+        "from the partner": KEYS[OTHER][0],
+        "batch from the partner": KEYS[OTHER][0],
+        "own": KEYS[OWNER][0],
+        "from Python": OWNER,  # no key: the queue's account
+    }

@@ -117,7 +117,7 @@ def _trace_header(params: Mapping[str, Any], from_request: str | None) -> str | 
 
 
 def _send_entry(
-    entry_id: str, params: Mapping[str, Any], fifo: bool, trace_header: str | None = None
+    entry_id: str, params: Mapping[str, Any], fifo: bool, trace_header: str | None = None, sender: str = ""
 ) -> SendEntry:
     body = p.string(params, "MessageBody", required=True)
     if body == "":
@@ -147,6 +147,7 @@ def _send_entry(
         group,
         deduplication_id,
         _trace_header(params, trace_header),
+        sender or None,
     )
 
 
@@ -173,7 +174,7 @@ def _core_call(error: SmqError, context: str = "") -> SqsError:
 
 async def send_message(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
-    entry = _send_entry("single", params, queue.fifo, ctx.trace_header)
+    entry = _send_entry("single", params, queue.fifo, ctx.trace_header, ctx.sender)
     try:
         result = await ctx.call(
             functools.partial(
@@ -184,6 +185,7 @@ async def send_message(ctx: Context, params: Result) -> Result:
                 message_group_id=entry.message_group_id,
                 deduplication_id=entry.deduplication_id,
                 trace_header=entry.trace_header,
+                sender_id=entry.sender_id,
             )
         )
     except SmqError as error:
@@ -221,7 +223,7 @@ async def send_message_batch(ctx: Context, params: Result) -> Result:
     failed: list[Result] = []
     for entry_id, entry in zip(ids, raw, strict=True):
         try:
-            entries.append(_send_entry(entry_id, entry, queue.fifo, ctx.trace_header))
+            entries.append(_send_entry(entry_id, entry, queue.fifo, ctx.trace_header, ctx.sender))
         except SqsError as error:
             if queue.fifo and error.code == "MissingParameter":
                 raise  # as SQS: a FIFO entry without its group fails the whole request
@@ -285,7 +287,8 @@ def _message(
     }
     if system:
         values = {
-            "SenderId": ctx.sender or ctx.config.account_id,
+            # Who sent it: the signing key, else (no keys, or sent from Python) the queue's account.
+            "SenderId": message.sender_id or ctx.account_of(message.queue),
             "SentTimestamp": str(round(message.sent_at * 1000)),
             "ApproximateReceiveCount": str(message.receive_count),
             "ApproximateFirstReceiveTimestamp": str(round(message.first_received_at * 1000)),
