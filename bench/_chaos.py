@@ -101,6 +101,7 @@ class Result:
     seconds: float
     drain_seconds: float
     notes: list[str] = field(default_factory=list)
+    stops: dict[str, int] = field(default_factory=dict)
 
     def holds(self) -> bool:
         return self.figures.holds() and not self.notes
@@ -113,6 +114,7 @@ class Result:
             "visibility_timeout": self.visibility_timeout,
             "seconds": round(self.seconds, 1),
             "drain_seconds": round(self.drain_seconds, 1),
+            "graceful_stops": self.stops,
             "problems": self.problems[:50],
             "notes": self.notes,
         }
@@ -246,7 +248,7 @@ def _consume_boto3(sqs: Any, url: str, ledger: LedgerWriter, visibility: int, st
 
 
 def boto3_client(url: str) -> Any:
-    """boto3's SQS client on ``url``, without retries (the run decides what a failure means)."""
+    """boto3's SQS client on ``url``, without retries: a retried send of unknown outcome could land twice."""
     import boto3
     from botocore.config import Config
 
@@ -256,7 +258,7 @@ def boto3_client(url: str) -> Any:
         region_name="us-east-1",
         aws_access_key_id="chaos",
         aws_secret_access_key="chaos",
-        config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=10),
+        config=Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=10),
     )
 
 
@@ -407,4 +409,5 @@ def run(scenario: str, folder: Path, options: Options = Options()) -> Result:
         time.monotonic() - started,
         drain_seconds,
         notes,
+        fleet.stop_counts if fleet is not None and scenario == "worker-term" else {},
     )

@@ -6,6 +6,7 @@ Each is stopped by its own pid; nothing here looks a process up by name.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from smq.embedded import EmbeddedRedis, free_port
 
 BENCH = Path(__file__).resolve().parent
 _START_TIMEOUT = 30.0
+_STOPPING = re.compile(r"stopping: released (\d+) unstarted messages; (\d+) handlers running")
 
 
 def _wait(condition: object, timeout: float, what: str) -> None:
@@ -112,6 +114,8 @@ class Fleet:
         self.stopping: list[WorkerProcess] = []  # sent SIGTERM, not yet gone
         self.kills = 0
         self.bad_exits: list[str] = []
+        # Over the graceful stops: unstarted messages released, handlers that were running.
+        self.stop_counts = {"released_unstarted": 0, "handlers_running": 0}
         self.await_started()
 
     def await_started(self) -> None:
@@ -155,8 +159,12 @@ class Fleet:
                     self.bad_exits.append(f"pid {worker.process.pid} did not stop within {timeout:g} s")
                     self.stopping.remove(worker)
                 continue
+            log = worker.log()
             if code != 0:
-                self.bad_exits.append(f"pid {worker.process.pid} exited {code}:\n{worker.log()[-1500:]}")
+                self.bad_exits.append(f"pid {worker.process.pid} exited {code}:\n{log[-1500:]}")
+            for released, running in _STOPPING.findall(log):
+                self.stop_counts["released_unstarted"] += int(released)
+                self.stop_counts["handlers_running"] += int(running)
             self.stopping.remove(worker)
 
     def stop(self, timeout: float = 30.0) -> None:

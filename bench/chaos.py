@@ -62,7 +62,7 @@ def main() -> int:
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--kill-every", type=float, default=3.0, help="mean seconds between kills")
     parser.add_argument("--down-seconds", type=float, default=1.0, help="longest pause before a restart")
-    parser.add_argument("--work-ms", type=float, default=50.0, help="longest handler time")
+    parser.add_argument("--work-ms", type=float, default=100.0, help="longest handler time")
     parser.add_argument(
         "--visibility-timeout", type=int, default=None, help="seconds (default: per scenario)"
     )

@@ -128,11 +128,11 @@ SHORT = Options(
     rate=50,
     producers=2,
     workers=3,
-    concurrency=2,
+    concurrency=3,
     consumers=2,
     kill_every=2,
     down_seconds=0.5,
-    work_ms=150,
+    work_ms=250,  # each worker has a handler running at most moments: kills land on work
     drain_timeout=60,
 )
 
