@@ -319,16 +319,27 @@ def run(scenario: str, folder: Path, options: Options = Options()) -> Result:
     """Run ``scenario`` (one of ``SCENARIOS``) in ``folder``, which it fills with its servers' files."""
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
-    visibility = options.visibility_timeout or VISIBILITY[scenario]
-    options = replace(options, visibility_timeout=visibility)
+    options = replace(options, visibility_timeout=options.visibility_timeout or VISIBILITY[scenario])
     folder.mkdir(parents=True, exist_ok=True)
-    ledger_path = folder / "ledger.jsonl"
-    ledger = LedgerWriter(ledger_path)
-    chance = random.Random(options.seed)
     appendfsync = "always" if scenario == "redis-kill" else "everysec"
     node = RedisNode(folder / "redis", appendfsync=appendfsync, server=options.redis_server)
+    ledger = LedgerWriter(folder / "ledger.jsonl")
     client = smq.Client(node.url)
+    try:
+        return _run(scenario, folder, options, node, client, ledger)
+    finally:
+        client.close()
+        ledger.close()
+        node.stop()
+
+
+def _run(
+    scenario: str, folder: Path, options: Options, node: RedisNode, client: smq.Client, ledger: LedgerWriter
+) -> Result:
+    visibility = options.visibility_timeout
+    assert visibility is not None
     queue = client.create_queue(QUEUE, visibility_timeout=visibility, event_stream_max_len=EVENTS_MAX)
+    chance = random.Random(options.seed)
     producers, consumers = _Threads(), _Threads()
     fleet: Fleet | None = None
     serve: ServeProcess | None = None
@@ -361,13 +372,13 @@ def run(scenario: str, folder: Path, options: Options = Options()) -> Result:
                 break
             time.sleep(pause)
             down = chance.uniform(0, options.down_seconds)
+            if fleet is not None:
+                fleet.check()
             if scenario == "worker-kill":
                 assert fleet is not None
-                fleet.check()
                 fleet.kill(chance.randrange(len(fleet.workers)))
             elif scenario == "worker-term":
                 assert fleet is not None
-                fleet.check()
                 fleet.terminate(chance.randrange(len(fleet.workers)))
                 fleet.reap()
             elif scenario == "redis-kill":
@@ -394,12 +405,7 @@ def run(scenario: str, folder: Path, options: Options = Options()) -> Result:
     kills = {"redis-kill": node.kills, "serve-kill": serve.kills if serve else 0}.get(
         scenario, fleet.kills if fleet else 0
     )
-    try:
-        figures, problems = check(read_ledger(ledger_path), _all_events(queue), left)
-    finally:
-        client.close()
-        node.stop()
-        ledger.close()
+    figures, problems = check(read_ledger(folder / "ledger.jsonl"), _all_events(queue), left)
     return Result(
         scenario,
         figures,

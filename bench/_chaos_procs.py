@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _chaos_ledger import LEDGER_ENV, WORK_ENV
@@ -23,9 +24,9 @@ _START_TIMEOUT = 30.0
 _STOPPING = re.compile(r"stopping: released (\d+) unstarted messages; (\d+) handlers running")
 
 
-def _wait(condition: object, timeout: float, what: str) -> None:
+def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
+    while not condition():
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.02)
@@ -108,8 +109,10 @@ class WorkerProcess:
 class Fleet:
     """``size`` worker processes; a killed or stopped one is replaced at once."""
 
-    def __init__(self, folder: Path, redis_url: str, queue: str, size: int, args: list[str], work_ms: float):
-        self._spawn = lambda: WorkerProcess(folder, redis_url, queue, args, work_ms)
+    def __init__(
+        self, folder: Path, redis_url: str, queue: str, size: int, args: list[str], work_ms: float
+    ) -> None:
+        self._where = (folder, redis_url, queue, args, work_ms)
         self.workers = [self._spawn() for _ in range(size)]
         self.stopping: list[WorkerProcess] = []  # sent SIGTERM, not yet gone
         self.kills = 0
@@ -117,6 +120,9 @@ class Fleet:
         # Over the graceful stops: unstarted messages released, handlers that were running.
         self.stop_counts = {"released_unstarted": 0, "handlers_running": 0}
         self.await_started()
+
+    def _spawn(self) -> WorkerProcess:
+        return WorkerProcess(*self._where)
 
     def await_started(self) -> None:
         _wait(lambda: all(worker.started() for worker in self.workers), _START_TIMEOUT, "workers to start")
