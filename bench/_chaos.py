@@ -136,14 +136,21 @@ def _python_sender(queue: smq.Queue) -> Callable[[str], str]:
 
 
 def _boto3_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """(errors that say the request never reached a server, errors that leave it unknown)."""
+    """(errors that say the request never reached a server, errors that leave it unknown).
+
+    A reply with an error is neither: ``_server_fault`` tells a 5xx (unknown) from a refusal.
+    """
     from botocore import exceptions
 
-    return (exceptions.EndpointConnectionError,), (
-        exceptions.ConnectionError,
-        exceptions.HTTPClientError,
-        exceptions.ClientError,
-    )
+    return (exceptions.EndpointConnectionError,), (exceptions.ConnectionError, exceptions.HTTPClientError)
+
+
+def _server_fault(error: Exception) -> bool:
+    """True for a boto3 ClientError with a 5xx status: the server failed, the call may have run."""
+    from botocore.exceptions import ClientError
+
+    status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return isinstance(error, ClientError) and status >= 500
 
 
 def _boto3_sender(sqs: Any, url: str) -> Callable[[str], str]:
@@ -156,6 +163,10 @@ def _boto3_sender(sqs: Any, url: str) -> Callable[[str], str]:
             raise NotRun from error
         except unknown as error:
             raise Unknown from error
+        except Exception as error:
+            if _server_fault(error):
+                raise Unknown from error
+            raise
 
     return send
 
@@ -220,7 +231,9 @@ def _consume_boto3(sqs: Any, url: str, ledger: LedgerWriter, visibility: int, st
                 VisibilityTimeout=visibility,
                 MessageSystemAttributeNames=["ApproximateReceiveCount"],
             )
-        except not_run + unknown:
+        except Exception as error:
+            if not isinstance(error, not_run + unknown) and not _server_fault(error):
+                raise
             stop.wait(0.1)
             continue
         messages = reply.get("Messages", [])
@@ -239,8 +252,10 @@ def _consume_boto3(sqs: Any, url: str, ledger: LedgerWriter, visibility: int, st
             except not_run:
                 time.sleep(0.1)
                 continue
-            except unknown:
-                break
+            except Exception as error:
+                if not isinstance(error, unknown) and not _server_fault(error):
+                    raise
+                break  # they may come back: duplicates, not faults
             for entry in done.get("Successful", []):
                 token, mid, count = known[entry["Id"]]
                 ledger.write("deleted", t=token, m=mid, n=count, d=False)
