@@ -7,14 +7,19 @@ long forms are ``bench/chaos.py``. First, the check itself must see faults.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _chaos import SCENARIOS, Options, run
-from _chaos_ledger import check
 
 import smq
+from conftest import ROOT
+
+# The scenarios live beside their long forms; appended, so bench/ shadows no installed module.
+sys.path.append(str(ROOT / "bench"))
+from _chaos import SCENARIOS, Options, run  # noqa: E402
+from _chaos_ledger import check  # noqa: E402
 
 # --- the check sees what it must see -------------------------------------------------
 
