@@ -1,0 +1,437 @@
+"""Chaos scenarios with a ledger: load a queue, kill what serves it, check nothing went wrong.
+
+A scenario starts its own Redis in a folder of its own and a queue with a
+lifecycle event stream, sends messages each carrying a unique token from
+producer threads (recorded in the ledger only once acknowledged), consumes
+them with real `smq worker` processes or consumer threads, and kills a part of
+the system every few seconds:
+
+- ``worker-kill``: SIGKILL a random `smq worker` and start another;
+- ``worker-term``: SIGTERM a random `smq worker` (a graceful stop) and start another;
+- ``redis-kill``: SIGKILL Redis (``appendfsync always``) and start it again on
+  the same folder and port, under workers and a consumer thread;
+- ``serve-kill``: SIGKILL `smq serve` and start it again on the same port,
+  under boto3 producers and consumers.
+
+Then the load stops, the queue is drained (visible + in flight + delayed = 0,
+within a deadline), everything stops, and ``check`` sets the ledger against
+the queue's events. Used by ``tests/test_chaos.py`` (short forms) and
+``bench/chaos.py`` (long forms).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from _chaos_ledger import Figures, LedgerWriter, check, read_ledger
+from _chaos_procs import Fleet, RedisNode, ServeProcess
+
+import smq
+
+SCENARIOS = ("worker-kill", "worker-term", "redis-kill", "serve-kill")
+QUEUE = "chaos"
+EVENTS_MAX = 10_000_000
+# Visibility timeout per scenario, in seconds: short where a kill leaves
+# messages to come back; long under SIGTERM, where a stop releases them at
+# once and a long timeout keeps a heartbeat delayed by a busy machine from
+# letting one run out (which would be a duplicate unrelated to the stop).
+VISIBILITY = {"worker-kill": 2, "worker-term": 10, "redis-kill": 3, "serve-kill": 3}
+_PADDING = "x" * 64
+
+
+class NotRun(Exception):
+    """The send surely did not run: send the same token again."""
+
+
+class Unknown(Exception):
+    """The call may or may not have run."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """How long and how hard a scenario runs.
+
+    Attributes:
+        seconds: Seconds of load and chaos, not counting the restarts (the drain comes after).
+        rate: Messages sent per second, all producers together.
+        producers: Producer threads.
+        workers: `smq worker` processes (worker and Redis scenarios).
+        concurrency: Handlers per worker.
+        consumers: Consumer threads (Redis: beside the workers; serve: the only ones).
+        kill_every: Mean seconds between two kills (each pause drawn from 0.5x to 1.5x).
+        down_seconds: Longest pause before a killed Redis or `smq serve` starts again.
+        work_ms: Longest time a handler works, drawn anew for each message.
+        visibility_timeout: Seconds; None for the scenario's own (``VISIBILITY``).
+        drain_timeout: Seconds the queue has to run empty after the load.
+        seed: Seed of the random choices (victims, pauses).
+        redis_server: Server binary (None: the embedded default).
+    """
+
+    seconds: float = 12.0
+    rate: float = 60.0
+    producers: int = 2
+    workers: int = 3
+    concurrency: int = 2
+    consumers: int = 2
+    kill_every: float = 2.0
+    down_seconds: float = 0.5
+    work_ms: float = 20.0
+    visibility_timeout: int | None = None
+    drain_timeout: float = 60.0
+    seed: int = 17
+    redis_server: str | None = None
+
+
+@dataclass
+class Result:
+    """One scenario's run: its figures, the evidence of any fault, and what the chaos did."""
+
+    scenario: str
+    figures: Figures
+    problems: list[str]
+    kills: int
+    visibility_timeout: int
+    seconds: float
+    drain_seconds: float
+    notes: list[str] = field(default_factory=list)
+    stops: dict[str, int] = field(default_factory=dict)
+
+    def holds(self) -> bool:
+        return self.figures.holds() and not self.notes
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            **self.figures.as_dict(),
+            "kills": self.kills,
+            "visibility_timeout": self.visibility_timeout,
+            "seconds": round(self.seconds, 1),  # wall time, restarts and drain included
+            "drain_seconds": round(self.drain_seconds, 1),
+            "graceful_stops": self.stops,
+            "problems": self.problems[:50],
+            "notes": self.notes,
+        }
+
+
+# -- producers and consumers ---------------------------------------------------
+
+
+def _python_sender(queue: smq.Queue) -> Callable[[str], str]:
+    def send(body: str) -> str:
+        try:
+            return queue.send(body).message_id
+        except smq.Unavailable as error:
+            raise NotRun from error
+        except smq.OutcomeUnknown as error:
+            raise Unknown from error
+
+    return send
+
+
+def _boto3_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(errors that say the request never reached a server, errors that leave it unknown).
+
+    A reply with an error is neither: ``_server_fault`` tells a 5xx (unknown) from a refusal.
+    """
+    from botocore import exceptions
+
+    return (exceptions.EndpointConnectionError,), (exceptions.ConnectionError, exceptions.HTTPClientError)
+
+
+def _server_fault(error: Exception) -> bool:
+    """True for a boto3 ClientError with a 5xx status: the server failed, the call may have run."""
+    from botocore.exceptions import ClientError
+
+    status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return isinstance(error, ClientError) and status >= 500
+
+
+def _boto3_sender(sqs: Any, url: str) -> Callable[[str], str]:
+    not_run, unknown = _boto3_errors()
+
+    def send(body: str) -> str:
+        try:
+            return str(sqs.send_message(QueueUrl=url, MessageBody=body)["MessageId"])
+        except not_run as error:
+            raise NotRun from error
+        except unknown as error:
+            raise Unknown from error
+        except Exception as error:
+            if _server_fault(error):
+                raise Unknown from error
+            raise
+
+    return send
+
+
+def _produce(
+    index: int, send: Callable[[str], str], ledger: LedgerWriter, rate: float, stop: threading.Event
+) -> None:
+    """Send paced messages until ``stop``; record each once acknowledged, or as unknown."""
+    interval = 1 / rate
+    next_at = time.monotonic()
+    sequence = 0
+    while not stop.is_set():
+        token = f"p{index}-{sequence:07d}"
+        sequence += 1
+        while not stop.is_set():
+            try:
+                ledger.write("sent", t=token, m=send(f"{token} {_PADDING}"))
+                break
+            except NotRun:
+                time.sleep(0.05)  # the same token again: nothing landed
+            except Unknown:
+                ledger.write("unknown", t=token)
+                break
+        next_at = max(next_at + interval, time.monotonic() - 1)
+        stop.wait(max(0.0, next_at - time.monotonic()))
+
+
+def _consume_python(queue: smq.Queue, ledger: LedgerWriter, visibility: int, stop: threading.Event) -> None:
+    """Receive and delete one by one with the Python API; ``delete`` says whether it deleted."""
+    pid = os.getpid()
+    while not stop.is_set():
+        try:
+            messages = queue.receive(10, visibility_timeout=visibility, wait_time_seconds=1)
+        except smq.BackendError:
+            stop.wait(0.1)
+            continue
+        for message in messages:
+            token = message.body.split(" ", 1)[0]
+            ledger.write("delivered", t=token, m=message.message_id, n=message.receive_count, p=pid)
+            while True:
+                try:
+                    deleted = queue.delete(message)
+                except smq.Unavailable:
+                    time.sleep(0.1)
+                    continue
+                except smq.OutcomeUnknown:
+                    break  # it may come back: a duplicate, not a fault
+                ledger.write("deleted", t=token, m=message.message_id, n=message.receive_count, d=deleted)
+                break
+
+
+def _consume_boto3(sqs: Any, url: str, ledger: LedgerWriter, visibility: int, stop: threading.Event) -> None:
+    """Receive and delete in batches over the SQS API (a stale receipt's delete also succeeds there)."""
+    not_run, unknown = _boto3_errors()
+    pid = os.getpid()
+    while not stop.is_set():
+        try:
+            reply = sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=1,
+                VisibilityTimeout=visibility,
+                MessageSystemAttributeNames=["ApproximateReceiveCount"],
+            )
+        except Exception as error:
+            if not isinstance(error, not_run + unknown) and not _server_fault(error):
+                raise
+            stop.wait(0.1)
+            continue
+        messages = reply.get("Messages", [])
+        if not messages:
+            continue
+        known = {}
+        for i, message in enumerate(messages):
+            token = message["Body"].split(" ", 1)[0]
+            count = int(message["Attributes"]["ApproximateReceiveCount"])
+            known[str(i)] = (token, message["MessageId"], count)
+            ledger.write("delivered", t=token, m=message["MessageId"], n=count, p=pid)
+        entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+        while True:
+            try:
+                done = sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+            except not_run:
+                time.sleep(0.1)
+                continue
+            except Exception as error:
+                if not isinstance(error, unknown) and not _server_fault(error):
+                    raise
+                break  # they may come back: duplicates, not faults
+            for entry in done.get("Successful", []):
+                token, mid, count = known[entry["Id"]]
+                ledger.write("deleted", t=token, m=mid, n=count, d=False)
+            break
+
+
+def boto3_client(url: str) -> Any:
+    """boto3's SQS client on ``url``, without retries: a retried send of unknown outcome could land twice."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="chaos",
+        aws_secret_access_key="chaos",
+        config=Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=10),
+    )
+
+
+class _Threads:
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.errors: list[str] = []
+
+    def start(self, target: Callable[..., None], *args: Any) -> None:
+        def run() -> None:
+            try:
+                target(*args, self.stop)
+            except BaseException as error:  # reported with the figures, not lost in a thread
+                self.errors.append(f"{target.__name__}: {error!r}")
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def join(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(30)
+            if thread.is_alive():
+                self.errors.append("a thread did not stop within 30 s")
+
+
+# -- the run -------------------------------------------------------------------
+
+
+def _drain(queue: smq.Queue, timeout: float) -> int:
+    """Wait until the queue holds nothing; returns what it still holds after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            info = queue.attributes()
+            left = info.visible + info.in_flight + info.delayed
+        except smq.BackendError:
+            left = -1
+        if left == 0 or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def _all_events(queue: smq.Queue) -> list[smq.Event]:
+    events: list[smq.Event] = []
+    after = "-"
+    while True:
+        page = queue.events(after=after, limit=10_000)
+        events += page
+        if len(page) < 10_000:
+            return events
+        after = page[-1].event_id
+
+
+def run(scenario: str, folder: Path, options: Options = Options()) -> Result:
+    """Run ``scenario`` (one of ``SCENARIOS``) in ``folder``, which it fills with its servers' files."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
+    options = replace(options, visibility_timeout=options.visibility_timeout or VISIBILITY[scenario])
+    folder.mkdir(parents=True, exist_ok=True)
+    appendfsync = "always" if scenario == "redis-kill" else "everysec"
+    node = RedisNode(folder / "redis", appendfsync=appendfsync, server=options.redis_server)
+    ledger = LedgerWriter(folder / "ledger.jsonl")
+    client = smq.Client(node.url)
+    try:
+        return _run(scenario, folder, options, node, client, ledger)
+    finally:
+        client.close()
+        ledger.close()
+        node.stop()
+
+
+def _run(
+    scenario: str, folder: Path, options: Options, node: RedisNode, client: smq.Client, ledger: LedgerWriter
+) -> Result:
+    visibility = options.visibility_timeout
+    assert visibility is not None
+    queue = client.create_queue(QUEUE, visibility_timeout=visibility, event_stream_max_len=EVENTS_MAX)
+    chance = random.Random(options.seed)
+    producers, consumers = _Threads(), _Threads()
+    fleet: Fleet | None = None
+    serve: ServeProcess | None = None
+    notes: list[str] = []
+    started = time.monotonic()
+    try:
+        if scenario == "serve-kill":
+            serve = ServeProcess(folder, node.url)
+            url = boto3_client(serve.url).get_queue_url(QueueName=QUEUE)["QueueUrl"]
+            for index in range(options.producers):
+                send = _boto3_sender(boto3_client(serve.url), url)
+                producers.start(_produce, index, send, ledger, options.rate / options.producers)
+            for _ in range(options.consumers):
+                consumers.start(_consume_boto3, boto3_client(serve.url), url, ledger, visibility)
+        else:
+            args = ["--visibility-timeout", str(visibility), "--concurrency", str(options.concurrency)]
+            args += ["--wait-time", "1", "--grace-period", "20"]
+            fleet = Fleet(folder, node.url, QUEUE, options.workers, args, options.work_ms)
+            for index in range(options.producers):
+                producers.start(
+                    _produce, index, _python_sender(queue), ledger, options.rate / options.producers
+                )
+            if scenario == "redis-kill":
+                for _ in range(options.consumers):
+                    consumers.start(_consume_python, queue, ledger, visibility)
+        # The pauses add up to the load time; restarts come on top, so a slow
+        # machine gets as many kills as a fast one (the seed fixes how many).
+        budget = options.seconds
+        while True:
+            pause = options.kill_every * chance.uniform(0.5, 1.5)
+            if pause > budget:
+                break
+            budget -= pause
+            time.sleep(pause)
+            down = chance.uniform(0, options.down_seconds)
+            if fleet is not None:
+                fleet.check()
+            if scenario == "worker-kill":
+                assert fleet is not None
+                fleet.kill(chance.randrange(len(fleet.workers)))
+            elif scenario == "worker-term":
+                assert fleet is not None
+                fleet.terminate(chance.randrange(len(fleet.workers)))
+                fleet.reap()
+            elif scenario == "redis-kill":
+                node.kill(down)
+            else:
+                assert serve is not None
+                serve.kill(down)
+        time.sleep(budget)
+        producers.join()  # consumers keep going until the queue is empty
+        loaded = time.monotonic()
+        if fleet is not None:
+            fleet.await_started()
+        left = _drain(queue, options.drain_timeout)
+        drain_seconds = time.monotonic() - loaded
+    finally:
+        producers.join()
+        consumers.join()
+        if fleet is not None:
+            fleet.stop()
+            notes += fleet.bad_exits
+        if serve is not None:
+            serve.stop()
+        notes += producers.errors + consumers.errors
+    kills = {"redis-kill": node.kills, "serve-kill": serve.kills if serve else 0}.get(
+        scenario, fleet.kills if fleet else 0
+    )
+    figures, problems = check(read_ledger(folder / "ledger.jsonl"), _all_events(queue), left)
+    return Result(
+        scenario,
+        figures,
+        problems,
+        kills,
+        visibility,
+        time.monotonic() - started,
+        drain_seconds,
+        notes,
+        fleet.stop_counts if fleet is not None and scenario == "worker-term" else {},
+    )
