@@ -50,6 +50,7 @@ from ._moves import recover, redrive
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR, split_name
 from ._queue import Queue
 from ._scripts import NotSent, ScriptRunner, text_pairs
+from ._sentinel import connect_sentinel, is_sentinel_url, parse_sentinel_url
 from ._settings import Settings
 from ._sources import list_sources, note_source
 from ._tags import check_tags
@@ -74,13 +75,18 @@ def connect(settings: Settings) -> Any:
         socket_timeout=settings.socket_timeout,
         socket_connect_timeout=settings.connect_timeout,
     )
+    sentinel = is_sentinel_url(url)
     if settings.uses_tls_files:
-        if not url.lower().startswith("rediss://"):
+        if not url.lower().startswith(("rediss://", "rediss+sentinel://")):
             raise ValueError("a TLS CA file or client certificate needs a rediss:// URL")
         # Cluster mode hands these to the connection of every node.
         options.update(
             ssl_ca_certs=settings.tls_ca, ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key
         )
+    if sentinel:
+        if settings.cluster:
+            raise ValueError("a Sentinel URL names a primary and replicas, not a Cluster: drop cluster")
+        return connect_sentinel(parse_sentinel_url(url), settings.max_connections, options)
     if settings.cluster:
         try:
             return RedisCluster.from_url(url, max_connections=settings.max_connections, **options)

@@ -20,7 +20,10 @@ class Settings:
     """How a ``smq.Client`` reaches Redis.
 
     Attributes:
-        url: ``redis://host:port/db``, ``rediss://...`` or ``unix:///path.sock``.
+        url: ``redis://host:port/db``, ``rediss://...``, ``unix:///path.sock``, or
+            Sentinels and the service whose primary to use:
+            ``redis+sentinel://host:26379,host2:26379/mymaster[/db]`` (``rediss+sentinel://``
+            with TLS; see ``smq._sentinel``).
             None (the default): ``$SMQ_REDIS_URL`` if set, else the embedded
             server that ``smq serve`` runs in ``data_dir``, as the ``smq``
             commands do.

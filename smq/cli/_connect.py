@@ -12,6 +12,7 @@ import click
 import redis
 
 from .._client import Client
+from .._sentinel import sentinel_url
 from .._settings import Settings
 from .._tls import check_client_files
 from ._base import fail
@@ -21,6 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _SERVER_KEY = "smq.redis_server"
 _TLS_KEY = "smq.redis_tls"
+_SENTINEL_KEY = "smq.sentinel"
 
 
 def _remember_server(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -30,6 +32,26 @@ def _remember_server(ctx: click.Context, param: click.Parameter, value: str | No
 def _remember_tls(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     assert param.name is not None
     ctx.meta.setdefault(_TLS_KEY, {})[param.name] = value or None
+
+
+def _remember_sentinel(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    assert param.name is not None
+    ctx.meta.setdefault(_SENTINEL_KEY, {})[param.name] = value
+
+
+def _sentinel_from_options(redis_url: str | None) -> str | None:
+    """The ``redis+sentinel://`` URL of ``--sentinel`` and ``--sentinel-service``, if given."""
+    ctx = click.get_current_context(silent=True)
+    given = ctx.meta.get(_SENTINEL_KEY, {}) if ctx is not None else {}
+    addresses = [a for value in given.get("sentinels") or () for a in value.replace(",", " ").split()]
+    if not addresses:
+        return None
+    if redis_url:
+        fail("--sentinel and --redis-url exclude each other (a redis+sentinel:// URL may name both)")
+    try:
+        return sentinel_url(addresses, given.get("sentinel_service") or "mymaster")
+    except ValueError as error:
+        fail(str(error))
 
 
 def redis_options(command: F) -> F:
@@ -46,6 +68,28 @@ def redis_options(command: F) -> F:
             metavar="URL",
             help="Redis to use, redis://host:port/db or unix:///path (env SMQ_REDIS_URL); "
             "default: the embedded Redis in --data-dir.",
+        ),
+        click.option(
+            "--sentinel",
+            "sentinels",
+            envvar="SMQ_SENTINELS",
+            multiple=True,
+            metavar="HOST:PORT",
+            expose_value=False,
+            callback=_remember_sentinel,
+            help="A Redis Sentinel to ask for the primary (repeat, or comma-separate in env SMQ_SENTINELS); "
+            "the same as --redis-url redis+sentinel://HOST:PORT,.../SERVICE.",
+        ),
+        click.option(
+            "--sentinel-service",
+            "sentinel_service",
+            envvar="SMQ_SENTINEL_SERVICE",
+            default="mymaster",
+            show_default=True,
+            metavar="NAME",
+            expose_value=False,
+            callback=_remember_sentinel,
+            help="The service (master name) the Sentinels watch (env SMQ_SENTINEL_SERVICE).",
         ),
         click.option(
             "--cluster",
@@ -155,7 +199,7 @@ def redis_tls_settings(url: str) -> TlsFiles:
     given: dict[str, str | None] = dict(ctx.meta.get(_TLS_KEY, {})) if ctx is not None else {}
     if not any(given.values()):
         return TlsFiles()
-    if not url.lower().startswith("rediss://"):
+    if not url.lower().startswith(("rediss://", "rediss+sentinel://")):
         fail("--redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:// --redis-url")
     try:
         check_client_files(given.get("redis_tls_ca"), given.get("redis_tls_cert"), given.get("redis_tls_key"))
@@ -181,6 +225,7 @@ def redis_for(
     turn; a ``long_running`` one (``smq serve``, ``smq worker``) shares it
     with the commands that come while it runs, and stops it when it ends.
     """
+    redis_url = _sentinel_from_options(redis_url) or redis_url
     if redis_url:
         yield redis_url
         return
