@@ -22,7 +22,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import NoPermissionError
 
-from ._errors import BackendError
+from ._errors import BackendError, Unavailable
 from ._keys import PREFIX, QueueKeys
 
 if TYPE_CHECKING:
@@ -86,6 +86,11 @@ def check_access(client: Client) -> None:
         reply = client._scripts.run("check_access", keys, ["", keys.wake_channel])
         if reply[0] != 0:
             detail = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+            if "READONLY" in detail:
+                # Not a missing permission: the node is a replica (demoted by a failover?).
+                raise Unavailable(
+                    f"the Redis node is a read-only replica, so the script did not run ({detail})"
+                )
             raise _refused(detail, cluster)
 
 

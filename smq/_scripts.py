@@ -35,6 +35,7 @@ from redis.exceptions import (
     ConnectionError,
     MovedError,
     NoScriptError,
+    ReadOnlyError,
     TimeoutError,
 )
 
@@ -92,6 +93,13 @@ def sources() -> dict[str, ScriptSource]:
 
 
 _IDLE_CHECK_SECONDS = 1.0
+
+
+# A write refused by a replica ran nothing: the node was demoted (a failover), or the
+# URL names a replica.
+_REPLICA = (
+    "the Redis node is a read-only replica, so the script did not run ({error}): after a failover, retry"
+)
 
 
 class NotSent(ConnectionError):
@@ -157,10 +165,15 @@ class ScriptRunner:
             return connection.read_response()
         except BusyLoadingError:
             raise  # answered LOADING: the script did not run, and the connection is fine
+        except ReadOnlyError as error:
+            raise NotSent(_REPLICA.format(error=error)) from error
         except (MovedError, AskError):
             return self._redis.evalsha(sha, len(key_names), *key_names, *args)
-        except (ConnectionError, TimeoutError, OSError):
+        except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
+            if isinstance(error.__context__, ReadOnlyError):
+                # Sentinel's connection saw READONLY and closed: the old primary is a replica now.
+                raise NotSent(_REPLICA.format(error=error.__context__)) from error
             if self._cluster:
                 # A failover may have moved the slot: read the map afresh.
                 with contextlib.suppress(Exception):

@@ -148,3 +148,14 @@ def smq_command(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
         timeout=60,
         env={**os.environ, **(env or {})},
     )
+
+
+def test_a_replica_refuses_writes_as_unavailable_not_as_unknown(sentinel: EmbeddedSentinel) -> None:
+    # A node demoted by a failover answers READONLY: the script ran nothing, so it is safe to retry.
+    primary_port = sentinel.primary_port()
+    replica = next(node for node in sentinel.nodes if node.port != primary_port)
+    with smq.Client(sentinel.url) as client:
+        client.create_queue("jobs")
+    with smq.Client(replica.url) as client:
+        with pytest.raises(smq.Unavailable, match="read-only replica, so the script did not run"):
+            client.get_queue("jobs").send("to a replica")
