@@ -8,6 +8,8 @@ import logging
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -245,3 +247,50 @@ def test_the_scripts_that_skip_the_wait_are_exactly_those_that_write_nothing() -
     assert READ_ONLY == (set(sources()) - writing) | {"check_access"}
     assert "check_access" not in writing
     assert {"send", "receive", "delete", "change_visibility", "purge", "create_queue"} <= writing
+
+
+# -- the command line and the Spark data source pass the settings on --------------------------
+
+
+def _smq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "smq", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_the_command_line_waits_when_told_to(replicated: Replicated) -> None:
+    url = replicated.primary.url
+    assert _smq("queue", "create", "cli-wait", "--redis-url", url, "--wait-replicas", "2").returncode == 0
+    with replicated.stopped():
+        done = _smq(
+            "send",
+            "cli-wait",
+            "x",
+            "--redis-url",
+            url,
+            env={"SMQ_WAIT_REPLICAS": "2", "SMQ_WAIT_TIMEOUT": "0.2"},
+        )
+    assert done.returncode != 0
+    assert "only 0 of 2 replicas confirmed it within 0.2 s" in done.stderr
+    done = _smq("send", "cli-wait", "x", "--redis-url", url, "--wait-replicas", "1", "--wait-timeout", "10")
+    assert done.returncode != 0 and "--wait-timeout: wait_timeout (10 s) must be less than" in done.stderr
+
+
+def test_the_spark_options_carry_the_wait() -> None:
+    from smq.spark._options import SourceOptions
+
+    options = SourceOptions.parse(
+        {"queue": "q", "url": "redis://x", "waitReplicas": "2", "waitTimeout": "0.5", "waitAof": "true"}
+    )
+    assert (options.settings.wait_replicas, options.settings.wait_timeout, options.settings.wait_aof) == (
+        2,
+        0.5,
+        True,
+    )
+    with pytest.raises(smq.InvalidParameter, match="waitTimeout must be a number of seconds"):
+        SourceOptions.parse({"queue": "q", "waitTimeout": "soon"})

@@ -23,6 +23,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _SERVER_KEY = "smq.redis_server"
 _TLS_KEY = "smq.redis_tls"
 _SENTINEL_KEY = "smq.sentinel"
+_WAIT_KEY = "smq.wait"
 
 
 def _remember_server(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -37,6 +38,11 @@ def _remember_tls(ctx: click.Context, param: click.Parameter, value: str | None)
 def _remember_sentinel(ctx: click.Context, param: click.Parameter, value: Any) -> None:
     assert param.name is not None
     ctx.meta.setdefault(_SENTINEL_KEY, {})[param.name] = value
+
+
+def _remember_wait(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    assert param.name is not None
+    ctx.meta.setdefault(_WAIT_KEY, {})[param.name] = value
 
 
 def _sentinel_from_options(redis_url: str | None) -> str | None:
@@ -59,7 +65,8 @@ def redis_options(command: F) -> F:
     ``data_dir``) to a command; pass them to ``open_client``. ``--redis-server`` (the binary
     of an embedded server this command may start) reaches ``redis_for`` through the context,
     and so do ``--redis-tls-ca``, ``--redis-tls-cert`` and ``--redis-tls-key`` (see
-    ``redis_tls_settings``)."""
+    ``redis_tls_settings``) and ``--wait-replicas``, ``--wait-timeout`` and ``--wait-aof``
+    (see ``redis_wait_settings``)."""
     options = [
         click.option(
             "--redis-url",
@@ -148,6 +155,38 @@ def redis_options(command: F) -> F:
             callback=_remember_tls,
             help="Private key (PEM) of --redis-tls-cert (env SMQ_REDIS_TLS_KEY).",
         ),
+        click.option(
+            "--wait-replicas",
+            envvar="SMQ_WAIT_REPLICAS",
+            type=click.IntRange(0, 1000),
+            default=0,
+            show_default=True,
+            metavar="N",
+            expose_value=False,
+            callback=_remember_wait,
+            help="Replicas that must have each change before a call answers (Redis WAIT); when fewer "
+            "confirm within --wait-timeout, the call fails with its outcome unknown (env SMQ_WAIT_REPLICAS).",
+        ),
+        click.option(
+            "--wait-timeout",
+            envvar="SMQ_WAIT_TIMEOUT",
+            type=click.FloatRange(0.001, None),
+            default=1.0,
+            show_default=True,
+            metavar="SECONDS",
+            expose_value=False,
+            callback=_remember_wait,
+            help="How long a change waits for --wait-replicas (env SMQ_WAIT_TIMEOUT).",
+        ),
+        click.option(
+            "--wait-aof",
+            is_flag=True,
+            envvar="SMQ_WAIT_AOF",
+            expose_value=False,
+            callback=_remember_wait,
+            help="Wait for each change to be on disk, in the append-only files of the primary and of "
+            "--wait-replicas replicas (WAITAOF: Redis 7.2 or later, or Valkey) (env SMQ_WAIT_AOF).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -179,8 +218,36 @@ def open_client(
     """
     with redis_for(redis_url, cluster, data_dir, long_running=long_running) as url:
         tls = redis_tls_settings(url)
-        with Client(settings=Settings(url=url, cluster=cluster, **tls, **settings)) as client:
+        wait = redis_wait_settings()
+        with Client(settings=Settings(url=url, cluster=cluster, **tls, **wait, **settings)) as client:
             yield client
+
+
+class WaitSettings(TypedDict, total=False):
+    """The wait fields of ``Settings``."""
+
+    wait_replicas: int
+    wait_timeout: float
+    wait_aof: bool
+
+
+def redis_wait_settings() -> WaitSettings:
+    """The ``Settings`` wait fields the running command was given (``--wait-replicas``...),
+    checked against each other: a bad combination ends the command with one line."""
+    ctx = click.get_current_context(silent=True)
+    given: dict[str, Any] = dict(ctx.meta.get(_WAIT_KEY, {})) if ctx is not None else {}
+    wait = WaitSettings()
+    if given.get("wait_replicas"):
+        wait["wait_replicas"] = int(given["wait_replicas"])
+    if given.get("wait_timeout") is not None:
+        wait["wait_timeout"] = float(given["wait_timeout"])
+    if given.get("wait_aof"):
+        wait["wait_aof"] = True
+    try:
+        Settings(url="redis://", **wait)
+    except ValueError as error:
+        fail(f"--wait-timeout: {error}")
+    return wait
 
 
 class TlsFiles(TypedDict, total=False):
