@@ -117,6 +117,8 @@ class SourceOptions:
         queue = lowered.get("queue")
         if not queue:
             raise InvalidParameter('the smq data source needs option("queue", <name>)')
+        wait_replicas = _int(lowered, "waitReplicas", 0, 0, 1000)
+        wait_timeout = _seconds(lowered, "waitTimeout", 1.0)
         try:
             settings = Settings(
                 url=lowered.get("url") or None,
@@ -124,12 +126,13 @@ class SourceOptions:
                 tls_ca=lowered.get("tlsca") or None,
                 tls_cert=lowered.get("tlscert") or None,
                 tls_key=lowered.get("tlskey") or None,
-                wait_replicas=_int(lowered, "waitReplicas", 0, 0, 1000),
-                wait_timeout=_seconds(lowered, "waitTimeout", 1.0),
+                wait_replicas=wait_replicas,
+                wait_timeout=wait_timeout,
                 wait_aof=_flag(lowered, "waitAof", False),
             ).resolved()
         except ValueError as error:
-            raise InvalidParameter(f"options of the Redis connection: {error}") from None
+            names = "waitTimeout" if "wait_" in str(error) else "tlsCert and tlsKey"
+            raise InvalidParameter(f"options {names}: {error}") from None
         table = lowered.get("table", "messages")
         if table not in ("messages", "events"):
             raise InvalidParameter(f"option table must be messages or events, not {table!r}")
