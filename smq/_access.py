@@ -22,7 +22,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import NoPermissionError
 
-from ._errors import BackendError
+from ._errors import BackendError, Unavailable
 from ._keys import PREFIX, QueueKeys
 
 if TYPE_CHECKING:
@@ -37,10 +37,15 @@ SCRIPT_COMMANDS = (
 
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "info", "ping", "hello", "client|setinfo", "subscribe", "unsubscribe",
-    "exists", "hget", "hmget", "xrange", "zadd", "zrange", "zrangebylex", "zrem",
+    "exists", "hget", "hmget", "xrange", "zadd", "zrange", "zrangebylex", "zrem", "wait",
 )  # fmt: skip
 """The commands the client sends itself: scripts, the eviction check, long-poll
-wake-ups, the queue registry and index reads, the event stream."""
+wake-ups, the queue registry and index reads, the event stream, the wait for
+replicas (``Settings.wait_replicas``)."""
+
+WAIT_AOF_COMMANDS = ("waitaof",)
+"""What ``Settings(wait_aof=True)`` sends besides (Redis 7.2 and later, Valkey:
+older servers refuse an ACL that names it)."""
 
 CLUSTER_COMMANDS = ("cluster|slots", "command", "asking")
 """What a Redis Cluster client sends besides: the slot map (redis-py reads it
@@ -57,14 +62,17 @@ _PROBE_TRIES = 200_000
 takes some 16,000 tries on average)."""
 
 
-def acl_rules(cluster: bool = False) -> str:
+def acl_rules(cluster: bool = False, wait_aof: bool = False) -> str:
     """The rules of a Redis ACL user for smq (``ACL SETUSER smq on >PASSWORD <rules>``).
 
-    ``cluster`` adds what a Redis Cluster client needs (``CLUSTER_COMMANDS``).
+    ``cluster`` adds what a Redis Cluster client needs (``CLUSTER_COMMANDS``),
+    ``wait_aof`` what ``Settings(wait_aof=True)`` needs (``WAIT_AOF_COMMANDS``).
     """
     commands = set(SCRIPT_COMMANDS) | set(CLIENT_COMMANDS)
     if cluster:
         commands |= set(CLUSTER_COMMANDS)
+    if wait_aof:
+        commands |= set(WAIT_AOF_COMMANDS)
     grants = [f"+{command}" for command in sorted(commands)]
     return " ".join([f"resetkeys ~{PREFIX}:*", f"resetchannels &{PREFIX}:*", "-@all", *grants])
 
@@ -86,6 +94,11 @@ def check_access(client: Client) -> None:
         reply = client._scripts.run("check_access", keys, ["", keys.wake_channel])
         if reply[0] != 0:
             detail = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+            if "READONLY" in detail:
+                # Not a missing permission: the node is a replica (demoted by a failover?).
+                raise Unavailable(
+                    f"the Redis node is a read-only replica, so the script did not run ({detail})"
+                )
             raise _refused(detail, cluster)
 
 

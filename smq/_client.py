@@ -49,7 +49,9 @@ from ._move_tasks import MoveTask
 from ._moves import recover, redrive
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR, split_name
 from ._queue import Queue
+from ._replicas import NotReplicated, check_wait, note_not_replicated, wait_of
 from ._scripts import NotSent, ScriptRunner, text_pairs
+from ._sentinel import connect_sentinel, is_sentinel_url, parse_sentinel_url
 from ._settings import Settings
 from ._sources import list_sources, note_source
 from ._tags import check_tags
@@ -74,13 +76,18 @@ def connect(settings: Settings) -> Any:
         socket_timeout=settings.socket_timeout,
         socket_connect_timeout=settings.connect_timeout,
     )
+    sentinel = is_sentinel_url(url)
     if settings.uses_tls_files:
-        if not url.lower().startswith("rediss://"):
+        if not url.lower().startswith(("rediss://", "rediss+sentinel://")):
             raise ValueError("a TLS CA file or client certificate needs a rediss:// URL")
         # Cluster mode hands these to the connection of every node.
         options.update(
             ssl_ca_certs=settings.tls_ca, ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key
         )
+    if sentinel:
+        if settings.cluster:
+            raise ValueError("a Sentinel URL names a primary and replicas, not a Cluster: drop cluster")
+        return connect_sentinel(parse_sentinel_url(url), settings.max_connections, options)
     if settings.cluster:
         try:
             return RedisCluster.from_url(url, max_connections=settings.max_connections, **options)
@@ -135,7 +142,7 @@ class Client:
         if redis_client is not None and _decodes_responses(redis_client):
             raise TypeError("smq needs a redis client made with decode_responses=False (the default)")
         self._redis = redis_client if redis_client is not None else connect(settings)
-        self._scripts = ScriptRunner(self._redis)
+        self._scripts = ScriptRunner(self._redis, wait_of(self.settings))
         self._waker = Waker(self._make_pubsub)
         self._checked = False
         self._now_ms_override: int | None = None  # tests only: replaces Redis TIME
@@ -182,7 +189,7 @@ class Client:
             self._compare(name, existing, config, settings)
         if policy is not None:
             note_source(self, name, policy.dead_letter_queue)  # after, too: see smq._sources
-        self._call(self._redis.zadd, REGISTRY, {name: 0})
+        self._write("listing", name, REGISTRY, "ZADD", REGISTRY, 0, name)
         return Queue(self, name)
 
     @staticmethod
@@ -268,7 +275,7 @@ class Client:
         check_queue_name(name)
         # Unlist first: a crash between the steps leaves a queue that exists
         # but is unlisted (create_queue lists it again), never a listed ghost.
-        self._call(self._redis.zrem, REGISTRY, name)
+        self._write("unlisting", name, REGISTRY, "ZREM", REGISTRY, name)
         reply = self.run("delete_queue", QueueKeys.of(name), [self._now_arg()], queue=name)
         return bool(reply[1])
 
@@ -385,17 +392,29 @@ class Client:
         """Run a script; raise the error its status names (but ``tolerate``)."""
         if not self._checked:
             self._check_redis()
-        try:
-            reply = self._scripts.run(script, keys, args)
-        except (RedisConnectionError, RedisTimeoutError) as error:
-            if _not_run(error):
-                raise Unavailable(f"{script} on queue {queue!r} did not run: {error}") from error
-            raise OutcomeUnknown(f"{script} on queue {queue!r}: {error}") from error
-        except RedisError as error:
-            raise BackendError(f"{script} on queue {queue!r}: {error}") from error
+        reply = self._at_boundary(script, queue, self._scripts.run, script, keys, args)
         if reply[0] < 0 and reply[0] != tolerate:
             raise error_for(reply[0], queue, reply[1] if len(reply) > 1 else "")
         return reply
+
+    def _write(self, what: str, queue: str, key: str, *command: Any) -> Any:
+        """Send one command that changes ``key`` (an index of queues), waited for as scripts are."""
+        if not self._checked:
+            self._check_redis()
+        return self._at_boundary(what, queue, self._scripts.write, key, *command)
+
+    def _at_boundary(self, what: str, queue: str, function: Any, *args: Any) -> Any:
+        try:
+            return function(*args)
+        except NotReplicated as error:
+            note_not_replicated(what, queue, error)
+            raise OutcomeUnknown(f"{what} on queue {queue!r}: {error}") from error
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            if _not_run(error):
+                raise Unavailable(f"{what} on queue {queue!r} did not run: {error}") from error
+            raise OutcomeUnknown(f"{what} on queue {queue!r}: {error}") from error
+        except RedisError as error:
+            raise BackendError(f"{what} on queue {queue!r}: {error}") from error
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -422,6 +441,7 @@ class Client:
         try:
             self._check_eviction()
             check_access(self)
+            check_wait(self)
         except NoPermissionError as error:  # NOPERM on EVALSHA or SCRIPT LOAD themselves
             raise BackendError(f"{error}: give the Redis user smq's ACL ({hint})") from error
         except (RedisConnectionError, RedisTimeoutError) as error:

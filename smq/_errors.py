@@ -192,6 +192,10 @@ class Unavailable(BackendError):
 class OutcomeUnknown(BackendError):
     """The connection broke during a call: it may or may not have taken effect.
 
+    Also raised, with ``Settings(wait_replicas=...)``, when a change ran on the
+    primary but fewer replicas than asked confirmed it in time: it may be lost
+    in a failover. The message says how many confirmed.
+
     smq never retries such a call itself, because sends and receives are not
     idempotent. Receipts and visibility timeouts make a retry safe for the
     caller: a message received by a lost call comes back when its timeout ends.

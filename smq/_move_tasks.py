@@ -165,10 +165,14 @@ def parse_handle(handle: object) -> tuple[str, str]:
 
 
 def _index_add(client: Client, handle: str) -> None:
-    client._call(client._redis.zadd, MOVE_TASKS, {handle: int(time.time() * 1000)}, nx=True)
+    source = parse_handle(handle)[0]
+    client._write(
+        "indexing a move task", source, MOVE_TASKS, "ZADD", MOVE_TASKS, "NX", int(time.time() * 1000), handle
+    )
 
 
 def _index_remove(client: Client, handle: str) -> None:
+    # Tidying the index: nobody is told of it, and a lost one is done again, so no wait.
     client._call(client._redis.zrem, MOVE_TASKS, handle)
 
 

@@ -35,11 +35,14 @@ from redis.exceptions import (
     ConnectionError,
     MovedError,
     NoScriptError,
+    ReadOnlyError,
+    ResponseError,
     TimeoutError,
 )
 
 from ._fork import reset_after_fork
 from ._keys import KINDS, QueueKeys
+from ._replicas import READ_ONLY, Wait
 
 _KEY_LINE = re.compile(r"^-- KEYS\[(\d+)\] (\w+) \(", re.MULTILINE)
 
@@ -92,6 +95,14 @@ def sources() -> dict[str, ScriptSource]:
 
 
 _IDLE_CHECK_SECONDS = 1.0
+_REDIRECTS = 5
+
+
+# A write refused by a replica ran nothing: the node was demoted (a failover), or the
+# URL names a replica.
+_REPLICA = (
+    "the Redis node is a read-only replica, so the script did not run ({error}): after a failover, retry"
+)
 
 
 class NotSent(ConnectionError):
@@ -104,15 +115,22 @@ class ScriptRunner:
     Each thread that runs scripts holds a connection of its own to each node
     it talks to, and packs and reads EVALSHA without redis-py's command
     machinery: 15 to 35 us less client CPU a call, more than most scripts cost
-    Redis. A slot that moved (MOVED, ASK: the script did not run) goes through
-    redis-py, which follows the redirect and refreshes its slot map.
+    Redis. A slot that moved (MOVED, ASK: the script did not run) is sent
+    again to its new node, on that node's connection of this thread.
+
+    With a ``wait`` (see ``smq._replicas``), a script that writes is followed,
+    on its connection, by the wait command: it covers the writes of that
+    connection only, so no write may take another way to Redis.
     """
 
-    def __init__(self, redis: Any) -> None:
+    def __init__(self, redis: Any, wait: Wait | None = None) -> None:
         self._redis = redis
         self._cluster = isinstance(redis, RedisCluster)
         pool = getattr(redis, "connection_pool", None)
         self._pool = pool if isinstance(redis, Redis) and pool is not None else None
+        if wait is not None and self._pool is None and not self._cluster:
+            raise TypeError("waiting for replicas needs a redis.Redis or redis.cluster.RedisCluster client")
+        self.wait = wait
         self._local = threading.local()
         self._lock = threading.Lock()
         # Weak: a connection closes when the thread holding it ends.
@@ -133,49 +151,99 @@ class ScriptRunner:
             route = (key_names, key_slot(key_names[0].encode()))
             if len(self._routes) < 10_000:
                 self._routes[(name, keys.name)] = route
+        key_names, slot = route
+        command = ("EVALSHA", source.sha, len(key_names), *key_names, *args)
+        wait = None if name in READ_ONLY else self.wait
         try:
-            return self._evalsha(source.sha, *route, args)
+            return self._send(command, slot, wait)
         except NoScriptError:
             self._redis.script_load(source.text)
-            return self._evalsha(source.sha, *route, args)
+            return self._send(command, slot, wait)
 
-    def _evalsha(self, sha: str, key_names: list[str], slot: int, args: Sequence[Any]) -> Any:
-        target = self._target(slot)
-        if target is None:
-            return self._redis.evalsha(sha, len(key_names), *key_names, *args)
-        node, pool = target
+    def write(self, key: str, *command: Any) -> Any:
+        """Send one command that changes ``key`` to its node, and wait as scripts do."""
+        return self._send(command, key_slot(key.encode()), self.wait)
+
+    def _send(self, command: tuple[Any, ...], slot: int, wait: Wait | None) -> Any:
+        asking: Any = None
+        for _ in range(_REDIRECTS):
+            target = self._target(slot, asking)
+            if target is None:
+                return self._redis.execute_command(*command)  # not a redis-py client smq knows
+            try:
+                return self._send_to(*target, command, wait, asking is not None)
+            except MovedError as moved:
+                # The slot has a new owner (resharding, failover): note it, send again.
+                _note_moved(self._redis.nodes_manager, moved)
+                asking = None
+            except AskError as ask:
+                asking = ask  # the slot is moving: this key is at the node named, for now
+        raise NotSent(f"the slot of the call kept moving ({_REDIRECTS} redirects): retry")
+
+    def _send_to(
+        self, node: str, pool: Any, command: tuple[Any, ...], wait: Wait | None, asking: bool
+    ) -> Any:
         connection = self._connection(node, pool)
+        packed = [("ASKING",)] if asking else []
+        packed.append(command)
+        if wait is not None and wait.pipelined:
+            packed.append(wait.command)
         try:
             # Connecting, or writing: a failure here leaves the command unsent or
             # cut short (a peer gone before the last byte ran nothing).
             connection.connect()
-            connection.send_packed_command(_pack(("EVALSHA", sha, len(key_names), *key_names, *args)))
+            connection.send_packed_command([hiredis.pack_command(c) for c in packed])
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
             raise NotSent(str(error)) from error
         try:
-            return connection.read_response()
+            if asking:
+                connection.read_response()
+            reply = connection.read_response()
         except BusyLoadingError:
-            raise  # answered LOADING: the script did not run, and the connection is fine
-        except (MovedError, AskError):
-            return self._redis.evalsha(sha, len(key_names), *key_names, *args)
-        except (ConnectionError, TimeoutError, OSError):
+            if wait is not None and wait.pipelined:
+                self._drop(node, connection)  # the wait's reply is still to come
+            raise  # answered LOADING: the script did not run
+        except ResponseError as error:
+            if wait is not None and wait.pipelined:
+                # The wait's reply is still to come; rather than wait for it, start afresh.
+                self._drop(node, connection)
+            if isinstance(error, ReadOnlyError):
+                raise NotSent(_REPLICA.format(error=error)) from error
+            raise  # LOADING, NOSCRIPT, MOVED, ASK: the script did not run
+        except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
+            if isinstance(error.__context__, ReadOnlyError):
+                # Sentinel's connection saw READONLY and closed: the old primary is a replica now.
+                raise NotSent(_REPLICA.format(error=error.__context__)) from error
             if self._cluster:
                 # A failover may have moved the slot: read the map afresh.
                 with contextlib.suppress(Exception):
                     self._redis.nodes_manager.initialize()
             raise
+        if wait is not None:
+            try:
+                if not wait.pipelined:
+                    connection.send_packed_command([hiredis.pack_command(wait.command)])
+                wait.check(connection.read_response())
+            except (ConnectionError, TimeoutError, OSError):
+                self._drop(node, connection)
+                raise
+        return reply
 
-    def _target(self, slot: int) -> tuple[str, Any] | None:
+    def _target(self, slot: int, asking: Any) -> tuple[str, Any] | None:
         if self._pool is not None:
             return "", self._pool
         if not self._cluster:
             return None
-        node = self._redis.nodes_manager.get_node_from_slot(slot)
-        if node.redis_connection is None:
-            return None  # redis-py has not connected to it yet: let it
-        return node.name, node.redis_connection.connection_pool
+        nodes = self._redis.nodes_manager
+        if asking is not None:
+            node = nodes.get_node(host=asking.host, port=asking.port)
+            if node is None:
+                raise NotSent(f"the slot of the call is moving to a node not yet known ({asking}): retry")
+        else:
+            node = nodes.get_node_from_slot(slot)
+        return node.name, self._redis.get_redis_connection(node).connection_pool
 
     def _connection(self, node: str, pool: Any) -> Any:
         local = self._local
@@ -213,6 +281,14 @@ class ScriptRunner:
             connection.disconnect()
 
 
+def _note_moved(nodes: Any, moved: MovedError) -> None:
+    """Point the slot of a MOVED reply at its new node in redis-py's map."""
+    if hasattr(nodes, "move_slot"):  # newer redis-py
+        nodes.move_slot(moved)
+    else:
+        nodes.update_moved_exception(moved)  # applied at the next lookup
+
+
 def text(value: Any) -> str:
     """A script reply value as text (replies come as bytes or integers)."""
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -235,7 +311,3 @@ def _closed_by_peer(connection: Any) -> bool:
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))  # its end, or stray bytes: either way, not to be reused
-
-
-def _pack(command: tuple[Any, ...]) -> list[bytes]:
-    return [hiredis.pack_command(command)]

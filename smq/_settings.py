@@ -20,7 +20,10 @@ class Settings:
     """How a ``smq.Client`` reaches Redis.
 
     Attributes:
-        url: ``redis://host:port/db``, ``rediss://...`` or ``unix:///path.sock``.
+        url: ``redis://host:port/db``, ``rediss://...``, ``unix:///path.sock``, or
+            Sentinels and the service whose primary to use:
+            ``redis+sentinel://host:26379,host2:26379/mymaster[/db]`` (``rediss+sentinel://``
+            with TLS; see ``smq._sentinel``).
             None (the default): ``$SMQ_REDIS_URL`` if set, else the embedded
             server that ``smq serve`` runs in ``data_dir``, as the ``smq``
             commands do.
@@ -38,6 +41,17 @@ class Settings:
         tls_cert: Client certificate (PEM) for a server that asks for one
             (``tls-auth-clients``); with ``tls_key``, its private key.
         tls_key: Private key (PEM) of ``tls_cert``.
+        wait_replicas: Replicas that must have each change before a call
+            answers (Redis ``WAIT``). 0, the default, answers as soon as the
+            primary has it: a failover may lose the last changes acknowledged.
+        wait_timeout: Seconds to wait for them (more than 0, less than
+            ``socket_timeout``). When fewer confirm in time, the change ran on
+            the primary but may be lost: the call raises ``OutcomeUnknown``.
+        wait_aof: Wait instead for the change to be on disk, in the
+            primary's append-only file and those of ``wait_replicas``
+            replicas (``WAITAOF``: Redis 7.2 and later, or Valkey; the
+            primary needs ``appendonly yes``). Refused when the client starts
+            on a server without it.
 
     When ``url`` comes from ``$SMQ_REDIS_URL``, the TLS files left None come
     from ``$SMQ_REDIS_TLS_CA``, ``$SMQ_REDIS_TLS_CERT`` and ``$SMQ_REDIS_TLS_KEY``.
@@ -53,10 +67,23 @@ class Settings:
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    wait_replicas: int = 0
+    wait_timeout: float = 1.0
+    wait_aof: bool = False
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("a client certificate needs its key (tls_cert and tls_key)")
+        replicas = self.wait_replicas
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= 1000:
+            raise ValueError(f"wait_replicas must be 0 to 1000, not {replicas!r}")
+        timeout = self.wait_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0.001 <= timeout:
+            raise ValueError(f"wait_timeout must be at least 0.001 seconds, not {timeout!r}")
+        if timeout >= self.socket_timeout:
+            raise ValueError(
+                f"wait_timeout ({timeout:g} s) must be less than socket_timeout ({self.socket_timeout:g} s)"
+            )
 
     @property
     def uses_tls_files(self) -> bool:

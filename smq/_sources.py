@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 def note_source(client: Client, source: str, dead_letter_queue: str) -> None:
     """Record that ``source`` may name ``dead_letter_queue`` in its redrive policy."""
-    client._call(client._redis.zadd, QueueKeys.of(dead_letter_queue).sources, {source: 0})
+    index = QueueKeys.of(dead_letter_queue).sources
+    client._write("indexing a dead-letter source", source, index, "ZADD", index, 0, source)
 
 
 def list_sources(client: Client, name: str, limit: int | None, after: str) -> list[str]:
@@ -49,6 +50,7 @@ def list_sources(client: Client, name: str, limit: int | None, after: str) -> li
         found += [c for c in candidates if c in naming]
         stale = [c for c in candidates if c not in naming]
         if stale:
+            # Tidying, not a change anyone is told of: no wait (it is done again if lost).
             client._call(client._redis.zrem, index, *stale)
         low = f"({candidates[-1]}"
         if len(candidates) < want:

@@ -24,7 +24,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -358,6 +358,161 @@ class EmbeddedCluster:
         self.nodes = []
 
     def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class EmbeddedSentinel:
+    """A primary with ``replicas`` replicas and ``sentinels`` Sentinels watching it as
+    service ``service``, each on a free port of 127.0.0.1 (tests and benchmarks).
+
+    The Sentinels mark the primary down after ``down_after_ms`` without an
+    answer and promote a replica; a majority of them must agree.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        replicas: int = 2,
+        sentinels: int = 3,
+        service: str = "smq",
+        server: str | None = None,
+        appendfsync: str = "everysec",
+        down_after_ms: int = 1000,
+        config: Sequence[str] = (),
+    ) -> None:
+        self.directory = Path(directory).resolve()
+        self.service = service
+        self.server = find_redis_server(server)
+        self.appendfsync = appendfsync
+        self.replica_count = replicas
+        self.sentinel_count = sentinels
+        self.down_after_ms = down_after_ms
+        self.extra_config = list(config)
+        self.nodes: list[EmbeddedRedis] = []
+        self.sentinels: list[tuple[int, subprocess.Popen[bytes]]] = []
+
+    @property
+    def url(self) -> str:
+        """``redis+sentinel://`` URL of the Sentinels and the service."""
+        hosts = ",".join(f"127.0.0.1:{port}" for port, _ in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.service}"
+
+    def start(self) -> EmbeddedSentinel:
+        try:
+            primary = self._node(0, [])
+            for index in range(1, self.replica_count + 1):
+                self._node(index, [f"replicaof 127.0.0.1 {primary.port}"])
+            for index in range(self.sentinel_count):
+                self._sentinel(index, primary.port)
+            watched = lambda: self.primary_port() == primary.port and self._replicas_linked()  # noqa: E731
+            self._wait(watched, "the Sentinels and replicas")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _node(self, index: int, config: list[str]) -> EmbeddedRedis:
+        node = EmbeddedRedis(
+            self.directory / f"node{index}",
+            port=free_port(),
+            server=self.server,
+            appendfsync=self.appendfsync,
+            config=[*config, *self.extra_config],
+        )
+        self.nodes.append(node.start())
+        return node
+
+    def _sentinel(self, index: int, primary_port: int) -> None:
+        folder = self.directory / f"sentinel{index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        quorum = self.sentinel_count // 2 + 1
+        (folder / "sentinel.conf").write_text(
+            "\n".join(
+                [
+                    f"port {port}",
+                    "bind 127.0.0.1",
+                    f"dir {folder}",
+                    "logfile sentinel.log",
+                    f"sentinel monitor {self.service} 127.0.0.1 {primary_port} {quorum}",
+                    f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}",
+                    f"sentinel failover-timeout {self.service} {max(3 * self.down_after_ms, 3000)}",
+                    "",
+                ]
+            )
+        )
+        process = subprocess.Popen(
+            [self.server, str(folder / "sentinel.conf"), "--sentinel"],
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.sentinels.append((port, process))
+        self._wait(lambda: self._sentinel_answers(port), f"Sentinel {index}")
+
+    def _sentinel_answers(self, port: int) -> bool:
+        try:
+            with redis.Redis(port=port, socket_timeout=1) as probe:
+                return bool(probe.ping())
+        except (redis.ConnectionError, redis.TimeoutError):
+            return False
+
+    def _replicas_linked(self) -> bool:
+        for node in self.nodes[1:]:
+            with node.client() as connection:
+                if connection.info("replication").get("master_link_status") != "up":
+                    return False
+        return True
+
+    def _wait(self, condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not come up within {timeout:g} s")
+            time.sleep(0.05)
+
+    def primary_port(self) -> int | None:
+        """The port of the primary the first Sentinel that answers names, if any."""
+        for port, process in self.sentinels:
+            if process.poll() is not None:
+                continue
+            try:
+                with redis.Redis(port=port, socket_timeout=1) as sentinel:
+                    address = sentinel.execute_command("SENTINEL", "get-master-addr-by-name", self.service)
+            except (redis.ConnectionError, redis.TimeoutError):
+                continue
+            if address:
+                return int(address[1])
+        return None
+
+    def node_at(self, port: int) -> EmbeddedRedis:
+        """The data node on ``port``."""
+        (node,) = [node for node in self.nodes if node.port == port]
+        return node
+
+    def stop(self) -> None:
+        for _, process in self.sentinels:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for _, process in self.sentinels:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.sentinels = []
+        for node in self.nodes:
+            node.stop()
+        self.nodes = []
+
+    def __enter__(self) -> EmbeddedSentinel:
         return self.start()
 
     def __exit__(

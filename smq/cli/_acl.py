@@ -16,7 +16,14 @@ from ._base import main
     envvar="SMQ_CLUSTER",
     help="The user is for a Redis Cluster: add the commands its clients need (env SMQ_CLUSTER).",
 )
-def redis_acl(user: str, cluster: bool) -> None:
+@click.option(
+    "--wait-aof",
+    is_flag=True,
+    envvar="SMQ_WAIT_AOF",
+    help="Clients will wait for append-only files (--wait-aof): add WAITAOF, which needs "
+    "Redis 7.2 or later, or Valkey (env SMQ_WAIT_AOF).",
+)
+def redis_acl(user: str, cluster: bool, wait_aof: bool) -> None:
     """Print the ACL SETUSER command of a Redis user that may do what smq does, and no more.
 
     Its keys and Pub/Sub channels are those under ``smq:``; its commands are
@@ -26,4 +33,4 @@ def redis_acl(user: str, cluster: bool) -> None:
     ``--cluster``, run it on every node of the cluster, replicas too: nodes
     do not share their users.
     """
-    click.echo(f"ACL SETUSER {user} on >PASSWORD {acl_rules(cluster=cluster)}")
+    click.echo(f"ACL SETUSER {user} on >PASSWORD {acl_rules(cluster=cluster, wait_aof=wait_aof)}")

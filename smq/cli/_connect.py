@@ -12,6 +12,7 @@ import click
 import redis
 
 from .._client import Client
+from .._sentinel import sentinel_url
 from .._settings import Settings
 from .._tls import check_client_files
 from ._base import fail
@@ -21,6 +22,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _SERVER_KEY = "smq.redis_server"
 _TLS_KEY = "smq.redis_tls"
+_SENTINEL_KEY = "smq.sentinel"
+_WAIT_KEY = "smq.wait"
 
 
 def _remember_server(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -32,12 +35,38 @@ def _remember_tls(ctx: click.Context, param: click.Parameter, value: str | None)
     ctx.meta.setdefault(_TLS_KEY, {})[param.name] = value or None
 
 
+def _remember_sentinel(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    assert param.name is not None
+    ctx.meta.setdefault(_SENTINEL_KEY, {})[param.name] = value
+
+
+def _remember_wait(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    assert param.name is not None
+    ctx.meta.setdefault(_WAIT_KEY, {})[param.name] = value
+
+
+def _sentinel_from_options(redis_url: str | None) -> str | None:
+    """The ``redis+sentinel://`` URL of ``--sentinel`` and ``--sentinel-service``, if given."""
+    ctx = click.get_current_context(silent=True)
+    given = ctx.meta.get(_SENTINEL_KEY, {}) if ctx is not None else {}
+    addresses = [a for value in given.get("sentinels") or () for a in value.replace(",", " ").split()]
+    if not addresses:
+        return None
+    if redis_url:
+        fail("--sentinel and --redis-url exclude each other (a redis+sentinel:// URL may name both)")
+    try:
+        return sentinel_url(addresses, given.get("sentinel_service") or "mymaster")
+    except ValueError as error:
+        fail(str(error))
+
+
 def redis_options(command: F) -> F:
     """Add ``--redis-url``, ``--cluster`` and ``--data-dir`` (keywords ``redis_url``, ``cluster``,
     ``data_dir``) to a command; pass them to ``open_client``. ``--redis-server`` (the binary
     of an embedded server this command may start) reaches ``redis_for`` through the context,
     and so do ``--redis-tls-ca``, ``--redis-tls-cert`` and ``--redis-tls-key`` (see
-    ``redis_tls_settings``)."""
+    ``redis_tls_settings``) and ``--wait-replicas``, ``--wait-timeout`` and ``--wait-aof``
+    (see ``redis_wait_settings``)."""
     options = [
         click.option(
             "--redis-url",
@@ -46,6 +75,28 @@ def redis_options(command: F) -> F:
             metavar="URL",
             help="Redis to use, redis://host:port/db or unix:///path (env SMQ_REDIS_URL); "
             "default: the embedded Redis in --data-dir.",
+        ),
+        click.option(
+            "--sentinel",
+            "sentinels",
+            envvar="SMQ_SENTINELS",
+            multiple=True,
+            metavar="HOST:PORT",
+            expose_value=False,
+            callback=_remember_sentinel,
+            help="A Redis Sentinel to ask for the primary (repeat, or comma-separate in env SMQ_SENTINELS); "
+            "the same as --redis-url redis+sentinel://HOST:PORT,.../SERVICE.",
+        ),
+        click.option(
+            "--sentinel-service",
+            "sentinel_service",
+            envvar="SMQ_SENTINEL_SERVICE",
+            default="mymaster",
+            show_default=True,
+            metavar="NAME",
+            expose_value=False,
+            callback=_remember_sentinel,
+            help="The service (master name) the Sentinels watch (env SMQ_SENTINEL_SERVICE).",
         ),
         click.option(
             "--cluster",
@@ -104,6 +155,38 @@ def redis_options(command: F) -> F:
             callback=_remember_tls,
             help="Private key (PEM) of --redis-tls-cert (env SMQ_REDIS_TLS_KEY).",
         ),
+        click.option(
+            "--wait-replicas",
+            envvar="SMQ_WAIT_REPLICAS",
+            type=click.IntRange(0, 1000),
+            default=0,
+            show_default=True,
+            metavar="N",
+            expose_value=False,
+            callback=_remember_wait,
+            help="Replicas that must have each change before a call answers (Redis WAIT); when fewer "
+            "confirm within --wait-timeout, the call fails with its outcome unknown (env SMQ_WAIT_REPLICAS).",
+        ),
+        click.option(
+            "--wait-timeout",
+            envvar="SMQ_WAIT_TIMEOUT",
+            type=click.FloatRange(0.001, None),
+            default=1.0,
+            show_default=True,
+            metavar="SECONDS",
+            expose_value=False,
+            callback=_remember_wait,
+            help="How long a change waits for --wait-replicas (env SMQ_WAIT_TIMEOUT).",
+        ),
+        click.option(
+            "--wait-aof",
+            is_flag=True,
+            envvar="SMQ_WAIT_AOF",
+            expose_value=False,
+            callback=_remember_wait,
+            help="Wait for each change to be on disk, in the append-only files of the primary and of "
+            "--wait-replicas replicas (WAITAOF: Redis 7.2 or later, or Valkey) (env SMQ_WAIT_AOF).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -135,8 +218,36 @@ def open_client(
     """
     with redis_for(redis_url, cluster, data_dir, long_running=long_running) as url:
         tls = redis_tls_settings(url)
-        with Client(settings=Settings(url=url, cluster=cluster, **tls, **settings)) as client:
+        wait = redis_wait_settings()
+        with Client(settings=Settings(url=url, cluster=cluster, **tls, **wait, **settings)) as client:
             yield client
+
+
+class WaitSettings(TypedDict, total=False):
+    """The wait fields of ``Settings``."""
+
+    wait_replicas: int
+    wait_timeout: float
+    wait_aof: bool
+
+
+def redis_wait_settings() -> WaitSettings:
+    """The ``Settings`` wait fields the running command was given (``--wait-replicas``...),
+    checked against each other: a bad combination ends the command with one line."""
+    ctx = click.get_current_context(silent=True)
+    given: dict[str, Any] = dict(ctx.meta.get(_WAIT_KEY, {})) if ctx is not None else {}
+    wait = WaitSettings()
+    if given.get("wait_replicas"):
+        wait["wait_replicas"] = int(given["wait_replicas"])
+    if given.get("wait_timeout") is not None:
+        wait["wait_timeout"] = float(given["wait_timeout"])
+    if given.get("wait_aof"):
+        wait["wait_aof"] = True
+    try:
+        Settings(url="redis://", **wait)
+    except ValueError as error:
+        fail(f"--wait-timeout: {error}")
+    return wait
 
 
 class TlsFiles(TypedDict, total=False):
@@ -155,7 +266,7 @@ def redis_tls_settings(url: str) -> TlsFiles:
     given: dict[str, str | None] = dict(ctx.meta.get(_TLS_KEY, {})) if ctx is not None else {}
     if not any(given.values()):
         return TlsFiles()
-    if not url.lower().startswith("rediss://"):
+    if not url.lower().startswith(("rediss://", "rediss+sentinel://")):
         fail("--redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:// --redis-url")
     try:
         check_client_files(given.get("redis_tls_ca"), given.get("redis_tls_cert"), given.get("redis_tls_key"))
@@ -181,6 +292,7 @@ def redis_for(
     turn; a ``long_running`` one (``smq serve``, ``smq worker``) shares it
     with the commands that come while it runs, and stops it when it ends.
     """
+    redis_url = _sentinel_from_options(redis_url) or redis_url
     if redis_url:
         yield redis_url
         return

@@ -13,7 +13,7 @@ from .._errors import SmqError
 from .._settings import Settings
 from ._base import fail as _fail
 from ._base import main
-from ._connect import redis_for, redis_options, redis_tls_settings
+from ._connect import redis_for, redis_options, redis_tls_settings, redis_wait_settings
 
 
 def _access_keys(values: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
@@ -229,7 +229,8 @@ def serve(
         sys.stdout.flush()
 
     def serve_on(url: str) -> None:
-        client = Client(settings=Settings(url=url, cluster=cluster, **redis_tls_settings(url)))
+        settings = Settings(url=url, cluster=cluster, **redis_tls_settings(url), **redis_wait_settings())
+        client = Client(settings=settings)
         try:
             asyncio.run(run(client, config, host, port, on_ready=ready))
         except OSError as error:

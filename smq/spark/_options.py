@@ -7,7 +7,9 @@ Every mode:
   server that ``smq serve`` runs in ``.smq``, as ``smq.Settings`` says);
   ``cluster``: ``true`` for a Redis Cluster; ``tlsCa``, ``tlsCert``, ``tlsKey``: the
   CA file and client certificate and key for a ``rediss://`` URL (files each
-  executor can read; default: ``$SMQ_REDIS_TLS_*`` with ``$SMQ_REDIS_URL``).
+  executor can read; default: ``$SMQ_REDIS_TLS_*`` with ``$SMQ_REDIS_URL``);
+  ``waitReplicas``, ``waitTimeout`` (seconds), ``waitAof``: wait for replicas
+  (or append-only files) after each change, as ``smq.Settings`` says.
 
 Batch read (``spark.read``): a snapshot, by peek, that changes nothing.
 
@@ -73,6 +75,16 @@ def _int(options: Mapping[str, str], name: str, default: int, low: int, high: in
     return number
 
 
+def _seconds(options: Mapping[str, str], name: str, default: float) -> float:
+    value = options.get(name.lower())
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise InvalidParameter(f"option {name} must be a number of seconds, not {value!r}") from None
+
+
 def _names(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
@@ -105,6 +117,8 @@ class SourceOptions:
         queue = lowered.get("queue")
         if not queue:
             raise InvalidParameter('the smq data source needs option("queue", <name>)')
+        wait_replicas = _int(lowered, "waitReplicas", 0, 0, 1000)
+        wait_timeout = _seconds(lowered, "waitTimeout", 1.0)
         try:
             settings = Settings(
                 url=lowered.get("url") or None,
@@ -112,9 +126,13 @@ class SourceOptions:
                 tls_ca=lowered.get("tlsca") or None,
                 tls_cert=lowered.get("tlscert") or None,
                 tls_key=lowered.get("tlskey") or None,
+                wait_replicas=wait_replicas,
+                wait_timeout=wait_timeout,
+                wait_aof=_flag(lowered, "waitAof", False),
             ).resolved()
         except ValueError as error:
-            raise InvalidParameter(f"options tlsCert and tlsKey: {error}") from None
+            names = "waitTimeout" if "wait_" in str(error) else "tlsCert and tlsKey"
+            raise InvalidParameter(f"options {names}: {error}") from None
         table = lowered.get("table", "messages")
         if table not in ("messages", "events"):
             raise InvalidParameter(f"option table must be messages or events, not {table!r}")

