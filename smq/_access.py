@@ -47,11 +47,12 @@ WAIT_AOF_COMMANDS = ("waitaof",)
 """What ``Settings(wait_aof=True)`` sends besides (Redis 7.2 and later, Valkey:
 older servers refuse an ACL that names it)."""
 
-CLUSTER_COMMANDS = ("cluster|slots", "command", "asking")
+CLUSTER_COMMANDS = ("cluster|slots", "command", "asking", "spublish", "ssubscribe", "sunsubscribe")
 """What a Redis Cluster client sends besides: the slot map (redis-py reads it
 when it starts, and again after a MOVED reply or a lost node), the command
-table (read once when it starts, to find the keys of commands), and ASKING
-(before a command redirected to a slot being migrated)."""
+table (read once when it starts, to find the keys of commands), ASKING
+(before a command redirected to a slot being migrated), and sharded Pub/Sub
+(long-poll wake-ups on the queue's node, Redis 7 and later)."""
 
 PROBE = "!access"
 """The queue name the access check writes under: no queue can have it (in a

@@ -53,6 +53,7 @@ from ._replicas import NotReplicated, check_wait, note_not_replicated, wait_of
 from ._scripts import NotSent, ScriptRunner, text_pairs
 from ._sentinel import connect_sentinel, is_sentinel_url, parse_sentinel_url
 from ._settings import Settings
+from ._sharded_pubsub import ShardedSubscriber
 from ._sources import list_sources, note_source
 from ._tags import check_tags
 from ._wakeup import Waker
@@ -439,7 +440,10 @@ class Client:
     def _check_redis(self) -> None:
         hint = acl_hint(isinstance(self._redis, RedisCluster))
         try:
-            self._check_eviction()
+            sharding = isinstance(self._redis, RedisCluster) and self.settings.sharded_pubsub is not False
+            healths = self.redis_health() if sharding or not self.settings.allow_eviction else []
+            self._check_eviction(healths)
+            self._scripts.sharded = self._use_sharded_pubsub(healths)
             check_access(self)
             check_wait(self)
         except NoPermissionError as error:  # NOPERM on EVALSHA or SCRIPT LOAD themselves
@@ -457,10 +461,23 @@ class Client:
             raise
         self._checked = True
 
-    def _check_eviction(self) -> None:
+    def _use_sharded_pubsub(self, healths: list[RedisHealth]) -> bool:
+        """Sharded Pub/Sub for wake-ups: on a Redis Cluster whose primaries all have it (7+)."""
+        wanted = self.settings.sharded_pubsub
+        if wanted is False or not isinstance(self._redis, RedisCluster):
+            return False
+        if all(_major(health.version) >= 7 for health in healths):
+            return True
+        if wanted:
+            old = min(healths, key=lambda health: _major(health.version))
+            raise UnsafeRedisConfig(
+                f"sharded Pub/Sub needs Redis 7 or later on every primary; {old.node} runs {old.version}"
+            )
+        return False
+
+    def _check_eviction(self, healths: list[RedisHealth]) -> None:
         if self.settings.allow_eviction:
             return
-        healths = self.redis_health()
         for health in healths:
             policy = health.maxmemory_policy
             if policy != "noeviction":
@@ -491,7 +508,16 @@ class Client:
             )
 
     def _make_pubsub(self) -> Any:
+        if not self._checked:
+            self._call(self._check_redis)  # which kind of Pub/Sub the scripts publish on
+        if self._scripts.sharded:
+            return self._call(ShardedSubscriber, self._redis)
         return self._redis.pubsub(ignore_subscribe_messages=False)
+
+
+def _major(version: str) -> int:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
 def _decodes_responses(redis_client: Any) -> bool:

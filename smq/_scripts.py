@@ -76,9 +76,31 @@ def parse_key_kinds(name: str, body: str) -> tuple[str, ...]:
     return tuple(kind for _, kind in found)
 
 
+def sources(sharded: bool = False) -> dict[str, ScriptSource]:
+    """Every script of the lua folder, read once per process on first use.
+
+    ``sharded``: the texts that publish long-poll wake-ups with ``SPUBLISH``
+    (sharded Pub/Sub, Redis 7+: delivered on the queue's own node only)
+    instead of ``PUBLISH`` (which a Redis Cluster sends to every node).
+    """
+    return _sharded_sources() if sharded else _sources()
+
+
 @functools.cache
-def sources() -> dict[str, ScriptSource]:
-    """Every script of the lua folder, read once per process on first use."""
+def _sharded_sources() -> dict[str, ScriptSource]:
+    return {name: _with_text(s, s.text.replace(_PUBLISH, _SPUBLISH)) for name, s in _sources().items()}
+
+
+def _with_text(source: ScriptSource, text: str) -> ScriptSource:
+    return ScriptSource(source.name, text, hashlib.sha1(text.encode()).hexdigest(), source.key_kinds)
+
+
+_PUBLISH = "'PUBLISH'"
+_SPUBLISH = "'SPUBLISH'"
+
+
+@functools.cache
+def _sources() -> dict[str, ScriptSource]:
     folder = lua_dir()
     prelude = "".join(p.read_text() + "\n" for p in sorted((folder / "includes").glob("*.lua")))
     loaded = {}
@@ -131,6 +153,8 @@ class ScriptRunner:
         if wait is not None and self._pool is None and not self._cluster:
             raise TypeError("waiting for replicas needs a redis.Redis or redis.cluster.RedisCluster client")
         self.wait = wait
+        # Long-poll wake-ups by sharded Pub/Sub (SPUBLISH): set once the servers are known.
+        self.sharded = False
         self._local = threading.local()
         self._lock = threading.Lock()
         # Weak: a connection closes when the thread holding it ends.
@@ -144,7 +168,7 @@ class ScriptRunner:
         self._held = weakref.WeakSet()
 
     def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
-        source = sources()[name]
+        source = sources(self.sharded)[name]
         route = self._routes.get((name, keys.name))
         if route is None:
             key_names = [keys.by_kind(kind) for kind in source.key_kinds]

@@ -52,6 +52,12 @@ class Settings:
             replicas (``WAITAOF``: Redis 7.2 and later, or Valkey; the
             primary needs ``appendonly yes``). Refused when the client starts
             on a server without it.
+        sharded_pubsub: Long-poll wake-ups by sharded Pub/Sub (``SPUBLISH``,
+            ``SSUBSCRIBE``) on a Redis Cluster, so each goes only to the
+            queue's node. None, the default: when every primary runs Redis 7
+            or later (Valkey too); False: plain Pub/Sub, which a cluster sends
+            to every node (all clients of a cluster must agree; see the
+            operations guide); True: refuse older servers.
 
     When ``url`` comes from ``$SMQ_REDIS_URL``, the TLS files left None come
     from ``$SMQ_REDIS_TLS_CA``, ``$SMQ_REDIS_TLS_CERT`` and ``$SMQ_REDIS_TLS_KEY``.
@@ -70,6 +76,7 @@ class Settings:
     wait_replicas: int = 0
     wait_timeout: float = 1.0
     wait_aof: bool = False
+    sharded_pubsub: bool | None = None
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):

@@ -1,0 +1,93 @@
+"""Long-poll wake-ups on a Redis Cluster: sharded Pub/Sub (SPUBLISH) on Redis 7+ and
+Valkey, so a notification reaches only the queue's node; plain PUBLISH, sent to every
+node, on Redis 6.2. Real 3-primary clusters, started here."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import smq
+from conftest import server_binary
+from smq.embedded import EmbeddedCluster
+
+
+def listeners(cluster: EmbeddedCluster, channel: str) -> list[redis.client.PubSub]:
+    """A plain subscriber to ``channel`` on every node: what a PUBLISH would reach."""
+    subscribers = []
+    for node in cluster.nodes:
+        pubsub = node.client().pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(channel)
+        subscribers.append(pubsub)
+    return subscribers
+
+
+def woken_receive(client: smq.Client, producer: smq.Client) -> float:
+    """Seconds a waiting receive took to return the message another client sent."""
+    queue = client.get_queue("jobs")
+    got: list[list[smq.Message]] = []
+    waiting = threading.Thread(target=lambda: got.append(queue.receive(1, wait_time_seconds=20)))
+    started = time.monotonic()
+    waiting.start()
+    time.sleep(0.5)
+    producer.get_queue("jobs").send("wake")
+    waiting.join(30)
+    assert [m.body for m in got[0]] == ["wake"]
+    return time.monotonic() - started
+
+
+def test_a_wake_up_goes_only_to_the_queues_node(redis_cluster: EmbeddedCluster) -> None:
+    with (
+        smq.Client(settings=smq.Settings(url=redis_cluster.url, cluster=True)) as client,
+        smq.Client(settings=smq.Settings(url=redis_cluster.url, cluster=True)) as other,
+    ):
+        queue = client.create_queue("jobs")
+        plain = listeners(redis_cluster, queue.keys.wake_channel)
+        try:
+            assert woken_receive(client, other) < 10
+            assert client._scripts.sharded and other._scripts.sharded
+            time.sleep(0.2)
+            heard = [p.get_message(timeout=0.1) for p in plain]
+            assert heard == [None] * len(plain), "a plain subscriber heard the wake-up: it was broadcast"
+        finally:
+            for pubsub in plain:
+                pubsub.close()
+        # The channel is a shard channel of the node that serves the queue's slot, and of no other.
+        counts = []
+        for node in redis_cluster.nodes:
+            with node.client() as raw:
+                counts.append(raw.execute_command("PUBSUB", "SHARDCHANNELS", "smq:*"))
+        assert sum(len(found) for found in counts) == 0  # the poll has ended: nothing stays subscribed
+
+
+def test_plain_pub_sub_when_asked_or_on_redis_6(redis_cluster: EmbeddedCluster, tmp_path: Path) -> None:
+    settings = smq.Settings(url=redis_cluster.url, cluster=True, sharded_pubsub=False)
+    with smq.Client(settings=settings) as client, smq.Client(settings=settings) as other:
+        client.create_queue("jobs")
+        assert woken_receive(client, other) < 10
+        assert not client._scripts.sharded
+
+
+@pytest.fixture
+def old_cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(tmp_path / "cluster-6.2", masters=3, server=server_binary("redis-6.2")) as cluster:
+        yield cluster
+
+
+def test_redis_6_clusters_wake_through_plain_pub_sub(old_cluster: EmbeddedCluster) -> None:
+    with (
+        smq.Client(settings=smq.Settings(url=old_cluster.url, cluster=True)) as client,
+        smq.Client(settings=smq.Settings(url=old_cluster.url, cluster=True)) as other,
+    ):
+        client.create_queue("jobs")
+        assert woken_receive(client, other) < 10
+        assert not client._scripts.sharded
+    asked = smq.Settings(url=old_cluster.url, cluster=True, sharded_pubsub=True)
+    with smq.Client(settings=asked) as client:
+        with pytest.raises(smq.UnsafeRedisConfig, match="sharded Pub/Sub needs Redis 7 or later"):
+            client.create_queue("other")
