@@ -21,6 +21,8 @@ import threading
 import time
 from typing import Any
 
+from redis.exceptions import ConnectionError, RedisClusterException
+
 _KINDS = {"ssubscribe": "subscribe", "sunsubscribe": "unsubscribe", "smessage": "message"}
 
 
@@ -35,14 +37,16 @@ class ShardedSubscriber:
         # Written when a node joins, so that a reader waiting on the others looks again.
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
-        try:
-            cluster.nodes_manager.initialize()  # a new subscriber starts from the current slot map
-        except Exception:
-            self.close()
-            raise
+        # A new subscriber (after a lost connection: a failover?) starts from the current slot
+        # map; if it cannot be read now, subscribe fails and the listener tries again.
+        with contextlib.suppress(Exception):
+            cluster.nodes_manager.initialize()
 
     def subscribe(self, channel: str) -> None:
-        node = self._cluster.get_node_from_key(channel)
+        try:
+            node = self._cluster.get_node_from_key(channel)
+        except RedisClusterException as error:  # no node serves the slot yet
+            raise ConnectionError(f"no node serves {channel}: {error}") from error
         with self._lock:
             pubsub = self._by_node.get(node.name)
             added = pubsub is None
@@ -60,6 +64,13 @@ class ShardedSubscriber:
             pubsub = self._by_node.get(name) if name is not None else None
         if pubsub is not None:
             pubsub.sunsubscribe(channel)
+
+    def ping(self) -> None:
+        """Prove the cluster answers (the listener's check when it holds no channel)."""
+        try:
+            self._cluster.ping()
+        except RedisClusterException as error:
+            raise ConnectionError(str(error)) from error
 
     def get_message(self, timeout: float = 0.0) -> dict[str, Any] | None:
         """The next message of any node, waiting up to ``timeout`` seconds; None if none came."""

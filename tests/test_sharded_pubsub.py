@@ -14,7 +14,7 @@ import redis
 
 import smq
 from conftest import server_binary
-from smq.embedded import EmbeddedCluster
+from smq.embedded import EmbeddedCluster, EmbeddedRedis
 
 
 def listeners(cluster: EmbeddedCluster, channel: str) -> list[redis.client.PubSub]:
@@ -91,3 +91,30 @@ def test_redis_6_clusters_wake_through_plain_pub_sub(old_cluster: EmbeddedCluste
     with smq.Client(settings=asked) as client:
         with pytest.raises(smq.UnsafeRedisConfig, match="sharded Pub/Sub needs Redis 7 or later"):
             client.create_queue("other")
+
+
+def test_the_listener_comes_back_after_the_queues_node_restarts(tmp_path: Path) -> None:
+    with EmbeddedCluster(tmp_path / "cluster", masters=3) as cluster:
+        settings = smq.Settings(url=cluster.url, cluster=True)
+        with smq.Client(settings=settings) as client, smq.Client(settings=settings) as other:
+            queue = client.create_queue("jobs")
+            assert woken_receive(client, other) < 10  # the listener holds the queue's node now
+            node = next(n for n in cluster.nodes if queue.keys.meta in _keys_of(n))
+            assert node.process is not None
+            node.process.kill()
+            node.process.wait()
+            node.start()  # same folder and port: it serves the same slots again
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    took = woken_receive(client, other)
+                    break
+                except smq.SmqError:
+                    assert time.monotonic() < deadline, "no wake-up after the node came back"
+                    time.sleep(0.2)
+            assert took < 10
+
+
+def _keys_of(node: EmbeddedRedis) -> list[str]:
+    with node.client() as raw:
+        return [key.decode() for key in raw.keys("smq:*")]
