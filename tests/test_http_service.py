@@ -195,7 +195,9 @@ def test_one_process_holds_a_thousand_long_polls_on_a_few_redis_connections(
         assert json.loads(state)["in_flight"] >= 1000
         time.sleep(0.5)  # every poll past its first receive, parked
         held = _redis_clients(http_redis) - before
-        assert held <= 16 + 4, f"{held} Redis connections for 1,000 waiting polls"
+        # Each of the 16 threads may hold a script connection and a pooled one (reads such as
+        # /ready's), plus the listener's: far fewer than one per poll.
+        assert held <= 2 * 16 + 4, f"{held} Redis connections for 1,000 waiting polls"
         # 1,000 sends wake 1,000 polls, each with its own message.
         sender = json_client(server.url)
         for start in range(0, 1000, 10):
