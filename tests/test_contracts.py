@@ -144,7 +144,7 @@ def test_importing_smq_has_no_side_effects() -> None:
         "socket.socket.connect_ex = refuse\n"
         "import smq, smq.cli, smq.embedded\n"
         "smq.Client('redis://127.0.0.1:6379/0')\n"
-        "assert not smq._scripts.sources.cache_info().currsize, 'scripts read at import'\n"
+        "assert not smq._scripts._sources.cache_info().currsize, 'scripts read at import'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 

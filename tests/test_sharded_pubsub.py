@@ -27,15 +27,15 @@ def listeners(cluster: EmbeddedCluster, channel: str) -> list[redis.client.PubSu
     return subscribers
 
 
-def woken_receive(client: smq.Client, producer: smq.Client) -> float:
-    """Seconds a waiting receive took to return the message another client sent."""
-    queue = client.get_queue("jobs")
+def woken_receive(client: smq.Client, producer: smq.Client, name: str) -> float:
+    """Seconds a waiting receive on queue ``name`` took to return the message another client sent."""
+    queue = client.get_queue(name)
     got: list[list[smq.Message]] = []
     waiting = threading.Thread(target=lambda: got.append(queue.receive(1, wait_time_seconds=20)))
     started = time.monotonic()
     waiting.start()
     time.sleep(0.5)
-    producer.get_queue("jobs").send("wake")
+    producer.get_queue(name).send("wake")
     waiting.join(30)
     assert [m.body for m in got[0]] == ["wake"]
     return time.monotonic() - started
@@ -46,10 +46,10 @@ def test_a_wake_up_goes_only_to_the_queues_node(redis_cluster: EmbeddedCluster) 
         smq.Client(settings=smq.Settings(url=redis_cluster.url, cluster=True)) as client,
         smq.Client(settings=smq.Settings(url=redis_cluster.url, cluster=True)) as other,
     ):
-        queue = client.create_queue("jobs")
+        queue = client.create_queue("sharded-wake")
         plain = listeners(redis_cluster, queue.keys.wake_channel)
         try:
-            assert woken_receive(client, other) < 10
+            assert woken_receive(client, other, "sharded-wake") < 10
             assert client._scripts.sharded and other._scripts.sharded
             time.sleep(0.2)
             heard = [p.get_message(timeout=0.1) for p in plain]
@@ -68,8 +68,8 @@ def test_a_wake_up_goes_only_to_the_queues_node(redis_cluster: EmbeddedCluster) 
 def test_plain_pub_sub_when_asked_or_on_redis_6(redis_cluster: EmbeddedCluster, tmp_path: Path) -> None:
     settings = smq.Settings(url=redis_cluster.url, cluster=True, sharded_pubsub=False)
     with smq.Client(settings=settings) as client, smq.Client(settings=settings) as other:
-        client.create_queue("jobs")
-        assert woken_receive(client, other) < 10
+        client.create_queue("plain-wake")
+        assert woken_receive(client, other, "plain-wake") < 10
         assert not client._scripts.sharded
 
 
@@ -84,8 +84,8 @@ def test_redis_6_clusters_wake_through_plain_pub_sub(old_cluster: EmbeddedCluste
         smq.Client(settings=smq.Settings(url=old_cluster.url, cluster=True)) as client,
         smq.Client(settings=smq.Settings(url=old_cluster.url, cluster=True)) as other,
     ):
-        client.create_queue("jobs")
-        assert woken_receive(client, other) < 10
+        client.create_queue("old-wake")
+        assert woken_receive(client, other, "old-wake") < 10
         assert not client._scripts.sharded
     asked = smq.Settings(url=old_cluster.url, cluster=True, sharded_pubsub=True)
     with smq.Client(settings=asked) as client:
@@ -97,8 +97,10 @@ def test_the_listener_comes_back_after_the_queues_node_restarts(tmp_path: Path) 
     with EmbeddedCluster(tmp_path / "cluster", masters=3) as cluster:
         settings = smq.Settings(url=cluster.url, cluster=True)
         with smq.Client(settings=settings) as client, smq.Client(settings=settings) as other:
-            queue = client.create_queue("jobs")
-            assert woken_receive(client, other) < 10  # the listener holds the queue's node now
+            queue = client.create_queue("restart-wake")
+            assert (
+                woken_receive(client, other, "restart-wake") < 10
+            )  # the listener holds the queue's node now
             node = next(n for n in cluster.nodes if queue.keys.meta in _keys_of(n))
             assert node.process is not None
             node.process.kill()
@@ -107,7 +109,7 @@ def test_the_listener_comes_back_after_the_queues_node_restarts(tmp_path: Path) 
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    took = woken_receive(client, other)
+                    took = woken_receive(client, other, "restart-wake")
                     break
                 except smq.SmqError:
                     assert time.monotonic() < deadline, "no wake-up after the node came back"
