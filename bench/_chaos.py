@@ -74,6 +74,7 @@ class Options:
         seed: Seed of the random choices (victims, pauses).
         redis_server: Server binary (None: the embedded default).
         down_after_ms: Failover scenarios: the Sentinels' down-after-milliseconds.
+        redis_config: Failover scenarios: lines added to every data node's configuration.
     """
 
     seconds: float = 12.0
@@ -90,6 +91,7 @@ class Options:
     seed: int = 17
     redis_server: str | None = None
     down_after_ms: int = 2000
+    redis_config: tuple[str, ...] = ()
 
 
 @dataclass
@@ -157,12 +159,18 @@ def _boto3_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExc
     return (exceptions.EndpointConnectionError,), (exceptions.ConnectionError, exceptions.HTTPClientError)
 
 
-def _server_fault(error: Exception) -> bool:
-    """True for a boto3 ClientError with a 5xx status: the server failed, the call may have run."""
+def _status(error: Exception) -> int:
+    """The HTTP status of a boto3 ClientError (0 for any other error)."""
     from botocore.exceptions import ClientError
 
-    status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-    return isinstance(error, ClientError) and status >= 500
+    if not isinstance(error, ClientError):
+        return 0
+    return int(getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+def _server_fault(error: Exception) -> bool:
+    """True for a boto3 ClientError with a 5xx status: the server failed, the call may have run."""
+    return _status(error) >= 500
 
 
 def _boto3_sender(sqs: Any, url: str) -> Callable[[str], str]:
@@ -176,6 +184,8 @@ def _boto3_sender(sqs: Any, url: str) -> Callable[[str], str]:
         except unknown as error:
             raise Unknown from error
         except Exception as error:
+            if _status(error) == 503:  # ServiceUnavailable: smq.Unavailable, the send did not run
+                raise NotRun from error
             if _server_fault(error):
                 raise Unknown from error
             raise

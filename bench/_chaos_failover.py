@@ -119,6 +119,7 @@ class _SentinelTopology:
             replicas=2,
             server=options.redis_server,
             down_after_ms=options.down_after_ms,
+            config=options.redis_config,
         ).start()
         self.url = self.deployment.url
         self.cluster = False
@@ -157,6 +158,7 @@ class _ClusterTopology:
             replicas=1,
             server=options.redis_server,
             node_timeout_ms=CLUSTER_NODE_TIMEOUT_MS,
+            config=options.redis_config,
         ).start()
         self.url = self.cluster_nodes.url
         self.cluster = True
