@@ -68,8 +68,6 @@ def parse(scenario: str) -> tuple[str, int]:
     if scenario not in FAILOVER_SCENARIOS:
         raise ValueError(f"unknown failover scenario {scenario!r}: one of {', '.join(FAILOVER_SCENARIOS)}")
     topology, _, wait = scenario.partition("-wait")
-    if topology not in TOPOLOGIES:
-        topology = scenario
     return topology, int(wait or 0)
 
 
