@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -72,6 +73,8 @@ class Options:
         drain_timeout: Seconds the queue has to run empty after the load.
         seed: Seed of the random choices (victims, pauses).
         redis_server: Server binary (None: the embedded default).
+        down_after_ms: Failover scenarios: the Sentinels' down-after-milliseconds.
+        redis_config: Failover scenarios: lines added to every data node's configuration.
     """
 
     seconds: float = 12.0
@@ -87,6 +90,8 @@ class Options:
     drain_timeout: float = 60.0
     seed: int = 17
     redis_server: str | None = None
+    down_after_ms: int = 2000
+    redis_config: tuple[str, ...] = ()
 
 
 @dataclass
@@ -102,9 +107,16 @@ class Result:
     drain_seconds: float
     notes: list[str] = field(default_factory=list)
     stops: dict[str, int] = field(default_factory=dict)
+    resume: list[float] = field(default_factory=list)  # failovers: seconds until sends resumed
+    strict: bool = True  # False: a failover without waiting, whose losses are measured, not a fault
 
     def holds(self) -> bool:
         return self.figures.holds() and not self.notes
+
+    def resume_summary(self) -> dict[str, Any]:
+        """Median and max of the seconds until sends resumed after each failover, and each."""
+        times = self.resume
+        return {"median": round(statistics.median(times), 2), "max": round(max(times), 2), "each": times}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +127,8 @@ class Result:
             "seconds": round(self.seconds, 1),  # wall time, restarts and drain included
             "drain_seconds": round(self.drain_seconds, 1),
             "graceful_stops": self.stops,
+            **({"resume_seconds": self.resume_summary()} if self.resume else {}),
+            **({} if self.strict else {"strict": False}),
             "problems": self.problems[:50],
             "notes": self.notes,
         }
@@ -145,12 +159,18 @@ def _boto3_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExc
     return (exceptions.EndpointConnectionError,), (exceptions.ConnectionError, exceptions.HTTPClientError)
 
 
-def _server_fault(error: Exception) -> bool:
-    """True for a boto3 ClientError with a 5xx status: the server failed, the call may have run."""
+def _status(error: Exception) -> int:
+    """The HTTP status of a boto3 ClientError (0 for any other error)."""
     from botocore.exceptions import ClientError
 
-    status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-    return isinstance(error, ClientError) and status >= 500
+    if not isinstance(error, ClientError):
+        return 0
+    return int(getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+def _server_fault(error: Exception) -> bool:
+    """True for a boto3 ClientError with a 5xx status: the server failed, the call may have run."""
+    return _status(error) >= 500
 
 
 def _boto3_sender(sqs: Any, url: str) -> Callable[[str], str]:
@@ -164,6 +184,8 @@ def _boto3_sender(sqs: Any, url: str) -> Callable[[str], str]:
         except unknown as error:
             raise Unknown from error
         except Exception as error:
+            if _status(error) == 503:  # ServiceUnavailable: smq.Unavailable, the send did not run
+                raise NotRun from error
             if _server_fault(error):
                 raise Unknown from error
             raise
@@ -182,8 +204,12 @@ def _produce(
         token = f"p{index}-{sequence:07d}"
         sequence += 1
         while not stop.is_set():
+            begun = time.monotonic()
             try:
-                ledger.write("sent", t=token, m=send(f"{token} {_PADDING}"))
+                message_id = send(f"{token} {_PADDING}")
+                # When the send began and was acknowledged (monotonic, this process): the time
+                # until service resumed after a kill is measured from these.
+                ledger.write("sent", t=token, m=message_id, s=round(begun, 4), at=round(time.monotonic(), 4))
                 break
             except NotRun:
                 time.sleep(0.05)  # the same token again: nothing landed
@@ -332,6 +358,10 @@ def _all_events(queue: smq.Queue) -> list[smq.Event]:
 
 def run(scenario: str, folder: Path, options: Options = Options()) -> Result:
     """Run ``scenario`` (one of ``SCENARIOS``) in ``folder``, which it fills with its servers' files."""
+    if scenario.startswith(("sentinel-", "cluster-")):
+        from _chaos_failover import run_failover
+
+        return run_failover(scenario, folder, options)
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
     options = replace(options, visibility_timeout=options.visibility_timeout or VISIBILITY[scenario])

@@ -88,15 +88,19 @@ class Figures:
         unknown_landed: Of those, how many were delivered.
         delivered: Acknowledged messages delivered at least once.
         deliveries: Deliveries in all (handler runs, or messages a consumer got).
-        lost: Acknowledged messages never delivered, or never deleted although the queue ran empty.
+        lost: Acknowledged messages never delivered.
         duplicated: Messages delivered more than once.
         extra_deliveries: Deliveries beyond the first of each message.
         overlapping: Receives that came while an earlier receipt's lease still ran,
             plus receipts delivered twice.
-        reappeared: Receives after the message was deleted.
+        reappeared: Receives after the message was deleted, by the queue's events.
+        undone: Deletes undone: messages delivered again after a delete that said it
+            deleted them, by the ledger (a failover that lost the delete also loses
+            its event, so only the ledger sees these).
         unrecorded: Acknowledged steps the queue's record does not show
             (a delivery without its receive, a delete that said it deleted
-            without its deleted event): a write Redis lost.
+            without its deleted event, a message delivered that the queue
+            ran empty without a delete of): a write Redis lost.
         expired: Leases that ended by running out (the holder died or stalled).
         released: Leases ended early by a release (visibility 0).
         left: Messages still in the queue at the end (must be 0).
@@ -112,6 +116,7 @@ class Figures:
     extra_deliveries: int = 0
     overlapping: int = 0
     reappeared: int = 0
+    undone: int = 0
     unrecorded: int = 0
     expired: int = 0
     released: int = 0
@@ -122,7 +127,8 @@ class Figures:
 
     def holds(self) -> bool:
         """The bar: nothing acknowledged lost, no lease overlap, nothing back after its delete."""
-        return not (self.lost or self.overlapping or self.reappeared or self.unrecorded or self.left)
+        faults = self.lost or self.overlapping or self.reappeared or self.undone or self.unrecorded
+        return not (faults or self.left)
 
 
 @dataclass
@@ -143,7 +149,9 @@ def check(lines: Iterable[Mapping[str, Any]], events: Iterable[Any], left: int) 
     unknown: set[str] = set()
     deliveries: dict[str, list[tuple[str, int]]] = defaultdict(list)  # token -> (message id, n)
     sure_deletes: list[tuple[str, int]] = []
-    for line in lines:
+    gone: dict[str, int] = {}  # message id -> receive count whose delete said it deleted it
+    undone: set[str] = set()
+    for line in lines:  # in the order written: a delete's line follows its acknowledgement
         kind = line["k"]
         if kind == "sent":
             acked[line["t"]] = line["m"]
@@ -151,8 +159,16 @@ def check(lines: Iterable[Mapping[str, Any]], events: Iterable[Any], left: int) 
             unknown.add(line["t"])
         elif kind == "delivered":
             deliveries[line["t"]].append((line["m"], line["n"]))
+            if line["m"] in gone and line["m"] not in undone:
+                undone.add(line["m"])
+                problems.append(
+                    f"{line['t']} ({line['m']}): delivered (receive {line['n']}) after receive "
+                    f"{gone[line['m']]} deleted it"
+                )
         elif kind == "deleted" and line["d"]:
             sure_deletes.append((line["m"], line["n"]))
+            gone[line["m"]] = line["n"]
+    figures.undone = len(undone)
 
     received: set[tuple[str, int]] = set()
     deleted: dict[str, int] = {}
@@ -209,12 +225,14 @@ def check(lines: Iterable[Mapping[str, Any]], events: Iterable[Any], left: int) 
     figures.unknown = len(unknown)
     figures.unknown_landed = sum(1 for token in unknown if token in deliveries)
     for token, mid in acked.items():
-        if token in deliveries:
-            figures.delivered += 1
-        if token not in deliveries or mid not in deleted:
+        if token not in deliveries:
             figures.lost += 1
-            why = "never delivered" if token not in deliveries else "delivered but never deleted"
-            problems.append(f"{token} ({mid}): acknowledged, {why}")
+            problems.append(f"{token} ({mid}): acknowledged, never delivered")
+            continue
+        figures.delivered += 1
+        if mid not in deleted:  # it ran, but the queue's record of it is gone
+            figures.unrecorded += 1
+            problems.append(f"{token} ({mid}): acknowledged and delivered, but never deleted")
     if left:
         problems.append(f"{left} messages still in the queue at the end")
     return figures, problems

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from _chaos_ledger import LEDGER_ENV, WORK_ENV
@@ -185,9 +185,10 @@ class Fleet:
 class ServeProcess:
     """`smq serve` on a port that stays the same across kills."""
 
-    def __init__(self, folder: Path, redis_url: str) -> None:
+    def __init__(self, folder: Path, redis_url: str, args: Sequence[str] = ()) -> None:
         self.folder = folder
         self.redis_url = redis_url
+        self.args = list(args)
         self.kills = 0
         self.process: subprocess.Popen[str] | None = None
         for _ in range(5):
@@ -207,7 +208,7 @@ class ServeProcess:
         log = (self.folder / f"serve-{time.monotonic_ns()}.log").open("w")
         command = [sys.executable, "-m", "smq", "serve", "--redis-url", self.redis_url]
         self.process = subprocess.Popen(
-            [*command, "--port", str(self.port), "--no-auth"],
+            [*command, "--port", str(self.port), "--no-auth", *self.args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,

@@ -12,9 +12,11 @@ from redis.cluster import RedisCluster
 from redis.exceptions import (
     AuthenticationError,
     BusyLoadingError,
+    ClusterDownError,
     NoPermissionError,
     RedisClusterException,
     RedisError,
+    TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -414,6 +416,8 @@ class Client:
             if _not_run(error):
                 raise Unavailable(f"{what} on queue {queue!r} did not run: {error}") from error
             raise OutcomeUnknown(f"{what} on queue {queue!r}: {error}") from error
+        except _REFUSED as error:
+            raise Unavailable(f"{what} on queue {queue!r} did not run: {error}") from error
         except RedisError as error:
             raise BackendError(f"{what} on queue {queue!r}: {error}") from error
 
@@ -431,6 +435,8 @@ class Client:
             if _not_run(error):
                 raise Unavailable(str(error) + _tls_hint(self.settings, error)) from error
             raise BackendError(str(error) + _tls_hint(self.settings, error)) from error
+        except _REFUSED as error:
+            raise Unavailable(str(error)) from error
         except RedisError as error:
             raise BackendError(str(error)) from error
 
@@ -453,6 +459,8 @@ class Client:
                 raise _user_refused(error) from error
             # Whatever became of the check, the caller's call was not sent.
             raise Unavailable(f"the access check at start did not complete: {error}") from error
+        except _REFUSED as error:
+            raise Unavailable(f"the access check at start did not run: {error}") from error
         except RedisError as error:
             raise BackendError(f"the access check failed: {error}") from error
         except BackendError as error:
@@ -561,6 +569,11 @@ def _tls_hint(settings: Settings, error: BaseException) -> str:
             "with its key: Settings tls_cert and tls_key, or --redis-tls-cert and --redis-tls-key)"
         )
     return ""
+
+
+# Answers of a Redis Cluster node that refused to run a command: CLUSTERDOWN while the
+# cluster lacks a primary for some slot (a failover under way), TRYAGAIN while a slot moves.
+_REFUSED = (ClusterDownError, TryAgainError)
 
 
 def _not_run(error: BaseException) -> bool:

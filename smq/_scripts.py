@@ -219,6 +219,11 @@ class ScriptRunner:
             connection.send_packed_command([hiredis.pack_command(c) for c in packed])
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
+            if self._cluster:
+                # The node is gone: read the map afresh, or every later call would ask it
+                # again, after its replica had long taken its slots over.
+                with contextlib.suppress(Exception):
+                    self._redis.nodes_manager.initialize()
             raise NotSent(str(error)) from error
         try:
             if asking:

@@ -268,11 +268,14 @@ class EmbeddedRedis:
 
 
 class EmbeddedCluster:
-    """A Redis Cluster of ``masters`` primaries on free ports of 127.0.0.1.
+    """A Redis Cluster of ``masters`` primaries, each with ``replicas`` replicas, on free
+    ports of 127.0.0.1.
 
     ``config`` lines go into every node's configuration file, after smq's own
     (``user ...`` lines, for example, give every node the same ACL users).
-    The cluster is joined and checked through each node's default user.
+    The cluster is joined and checked through each node's default user. A
+    primary that gets no answer for ``node_timeout_ms`` is failed over to its
+    replica, if it has one.
     """
 
     def __init__(
@@ -280,11 +283,15 @@ class EmbeddedCluster:
         directory: str | os.PathLike[str],
         *,
         masters: int = 3,
+        replicas: int = 0,
         server: str | None = None,
+        node_timeout_ms: int = 5000,
         config: Sequence[str] = (),
     ) -> None:
         self.directory = Path(directory).resolve()
         self.masters = masters
+        self.replicas = replicas
+        self.node_timeout_ms = node_timeout_ms
         self.server = find_redis_server(server)
         self.extra_config = list(config)
         self.nodes: list[EmbeddedRedis] = []
@@ -296,7 +303,7 @@ class EmbeddedCluster:
 
     def start(self) -> EmbeddedCluster:
         try:
-            for index in range(self.masters):
+            for index in range(self.masters * (1 + self.replicas)):
                 self.nodes.append(self._start_node(index))
             self._join()
         except BaseException:
@@ -314,7 +321,7 @@ class EmbeddedCluster:
                 config=[
                     "cluster-enabled yes",
                     "cluster-config-file nodes.conf",
-                    "cluster-node-timeout 5000",
+                    f"cluster-node-timeout {self.node_timeout_ms}",
                     *self.extra_config,
                 ],
             )
@@ -328,29 +335,54 @@ class EmbeddedCluster:
         per_node = CLUSTER_SLOTS // self.masters
         first = self.nodes[0]
         for index, node in enumerate(self.nodes):
-            low = index * per_node
-            high = CLUSTER_SLOTS - 1 if index == self.masters - 1 else low + per_node - 1
             with node.client() as connection:
-                connection.execute_command("CLUSTER ADDSLOTS", *range(low, high + 1))
+                if index < self.masters:
+                    low = index * per_node
+                    high = CLUSTER_SLOTS - 1 if index == self.masters - 1 else low + per_node - 1
+                    connection.execute_command("CLUSTER ADDSLOTS", *range(low, high + 1))
                 if node is not first:
                     connection.execute_command("CLUSTER MEET", "127.0.0.1", first.port)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if all(self._node_ready(node) for node in self.nodes):
-                return
-            time.sleep(0.1)
-        raise RuntimeError("the cluster did not reach state ok within 30 s")
+        if self.replicas:
+            # A replica can follow only a primary it already knows of.
+            self._await(lambda: all(self._knows_all(node) for node in self.nodes), "the nodes to meet")
+            for index, node in enumerate(self.nodes[self.masters :]):
+                with self.nodes[index % self.masters].client() as primary:
+                    primary_id = _text(primary.execute_command("CLUSTER MYID"))
+                with node.client() as connection:
+                    connection.execute_command("CLUSTER REPLICATE", primary_id)
+        self._await(
+            lambda: all(self._node_ready(node) for node in self.nodes), "the cluster to reach state ok"
+        )
 
-    def _node_ready(self, node: EmbeddedRedis) -> bool:
+    def _await(self, condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}")
+            time.sleep(0.1)
+
+    def _info(self, node: EmbeddedRedis) -> dict[str, str]:
         with node.client() as connection:
             info = connection.execute_command("CLUSTER INFO")
-            if isinstance(info, (bytes, str)):  # older redis-py returns the raw text
-                text = info.decode() if isinstance(info, bytes) else info
-                info = dict(line.split(":", 1) for line in text.split() if ":" in line)
-            return bool(
-                str(info.get("cluster_state")) == "ok"
-                and int(info.get("cluster_known_nodes", 0)) == self.masters
-            )
+        if isinstance(info, (bytes, str)):  # older redis-py returns the raw text
+            text = _text(info)
+            return dict(line.split(":", 1) for line in text.split() if ":" in line)
+        return {str(key): str(value) for key, value in info.items()}
+
+    def _knows_all(self, node: EmbeddedRedis) -> bool:
+        return int(self._info(node).get("cluster_known_nodes", 0)) == len(self.nodes)
+
+    def _node_ready(self, node: EmbeddedRedis) -> bool:
+        if not (self._info(node).get("cluster_state") == "ok" and self._knows_all(node)):
+            return False
+        with node.client() as connection:
+            replication = connection.info("replication")
+        return bool(replication.get("role") == "master" or replication.get("master_link_status") == "up")
+
+    def node_at(self, port: int) -> EmbeddedRedis:
+        """The node on ``port``."""
+        (node,) = [node for node in self.nodes if node.port == port]
+        return node
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -364,6 +396,10 @@ class EmbeddedCluster:
         self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class EmbeddedSentinel:

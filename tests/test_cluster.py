@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 import smq
 from conftest import Clock
-from smq.embedded import EmbeddedCluster
+from smq.embedded import EmbeddedCluster, EmbeddedRedis
 
 
 def _cluster_client(cluster: EmbeddedCluster) -> smq.Client:
@@ -81,3 +84,38 @@ def test_a_call_routed_to_the_wrong_primary_follows_moved_and_runs_once(
     assert calls
     assert [m.body for m in queue.receive(10)] == ["once"]
     assert queue.attributes().counters["sent"] == 1
+
+
+def test_a_cluster_with_replicas_fails_over_and_clients_follow(tmp_path: Path) -> None:
+    with EmbeddedCluster(tmp_path / "cluster", replicas=1, node_timeout_ms=1000) as cluster:
+        roles = [_role(node) for node in cluster.nodes]
+        assert sorted(roles) == ["master"] * 3 + ["slave"] * 3
+        settings = smq.Settings(url=cluster.url, cluster=True, wait_replicas=1)
+        with smq.Client(settings=settings) as client:
+            queue = client.create_queue("jobs")
+            queue.send("before")  # waited for: on the replica too
+            port = int(client._redis.get_node_from_key("smq:{jobs}:meta").port)
+            primary = cluster.node_at(port)
+            assert primary.process is not None
+            primary.process.kill()
+            primary.process.wait()
+            replica = cluster.nodes[cluster.masters + cluster.nodes.index(primary)]
+            deadline = time.monotonic() + 30
+            while _role(replica) != "master":  # the node timeout (1 s) passes, then the election
+                assert time.monotonic() < deadline, "the replica was not promoted in 30 s"
+                time.sleep(0.1)
+            primary.start()  # it rejoins as the replica of the promoted one, for the wait
+            while True:  # CLUSTERDOWN and refused connections are Unavailable: send again
+                try:
+                    queue.send("after")
+                    break
+                except (smq.Unavailable, smq.OutcomeUnknown):  # unknown: a connection the kill broke
+                    assert time.monotonic() < deadline, "no send through the promoted replica in 30 s"
+                    time.sleep(0.2)
+            assert {m.body for m in queue.receive(10)} == {"after", "before"}
+            assert int(client._redis.get_node_from_key("smq:{jobs}:meta").port) != port
+
+
+def _role(node: EmbeddedRedis) -> str:
+    with node.client() as connection:
+        return str(connection.info("replication")["role"])

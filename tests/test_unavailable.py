@@ -161,13 +161,15 @@ def test_the_http_api_answers_503_while_redis_is_down(redis_dir: EmbeddedRedis, 
 
 
 class _LoadingRedis:
-    """A socket that answers every command as a Redis still loading its data does.
+    """A socket that answers every command as a Redis still loading its data does
+    (or with another error ``reply``).
 
     Redis answers LOADING only for the moment it reads a large dataset; this
     stands in for that moment, to check what the client makes of the reply.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, reply: bytes = b"-LOADING Redis is loading the dataset in memory\r\n") -> None:
+        self.reply = reply
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(16)
@@ -183,18 +185,27 @@ class _LoadingRedis:
                 return
             threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
 
-    @staticmethod
-    def _answer(connection: socket.socket) -> None:
+    def _answer(self, connection: socket.socket) -> None:
         with connection:
             while connection.recv(65536):
-                connection.sendall(b"-LOADING Redis is loading the dataset in memory\r\n")
+                connection.sendall(self.reply)
 
     def close(self) -> None:
         self.listener.close()
 
 
-def test_a_redis_still_loading_is_unavailable() -> None:
-    loading = _LoadingRedis()
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"-LOADING Redis is loading the dataset in memory\r\n",
+        # A Cluster node while a failover it waits for is under way: the command did not run.
+        b"-CLUSTERDOWN The cluster is down\r\n",
+        b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+    ],
+    ids=["loading", "clusterdown", "tryagain"],
+)
+def test_a_redis_still_loading_or_a_cluster_failing_over_is_unavailable(reply: bytes) -> None:
+    loading = _LoadingRedis(reply)
     try:
         client = smq.Client(smq.Settings(url=f"redis://127.0.0.1:{loading.port}/0", allow_eviction=True))
         queue = client.queue("jobs")
