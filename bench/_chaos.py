@@ -26,7 +26,7 @@ import random
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -356,6 +356,22 @@ def _all_events(queue: smq.Queue) -> list[smq.Event]:
         after = page[-1].event_id
 
 
+def paced_kills(seconds: float, every: float, chance: random.Random) -> Iterator[None]:
+    """Yield at each kill time: after pauses of 0.5 to 1.5 times ``every``, each drawn from
+    ``chance`` as it comes, that add up to ``seconds``; the time left after the last kill is
+    slept at the end. Restarts come on top, so a slow machine gets as many kills as a fast one
+    (the seed fixes how many)."""
+    budget = seconds
+    while True:
+        pause = every * chance.uniform(0.5, 1.5)
+        if pause > budget:
+            break
+        budget -= pause
+        time.sleep(pause)
+        yield
+    time.sleep(budget)
+
+
 def run(scenario: str, folder: Path, options: Options = Options()) -> Result:
     """Run ``scenario`` (one of ``SCENARIOS``) in ``folder``, which it fills with its servers' files."""
     if scenario.startswith(("sentinel-", "cluster-")):
@@ -410,15 +426,7 @@ def _run(
             if scenario == "redis-kill":
                 for _ in range(options.consumers):
                     consumers.start(_consume_python, queue, ledger, visibility)
-        # The pauses add up to the load time; restarts come on top, so a slow
-        # machine gets as many kills as a fast one (the seed fixes how many).
-        budget = options.seconds
-        while True:
-            pause = options.kill_every * chance.uniform(0.5, 1.5)
-            if pause > budget:
-                break
-            budget -= pause
-            time.sleep(pause)
+        for _ in paced_kills(options.seconds, options.kill_every, chance):
             down = chance.uniform(0, options.down_seconds)
             if fleet is not None:
                 fleet.check()
@@ -434,7 +442,6 @@ def _run(
             else:
                 assert serve is not None
                 serve.kill(down)
-        time.sleep(budget)
         producers.join()  # consumers keep going until the queue is empty
         loaded = time.monotonic()
         if fleet is not None:

@@ -43,6 +43,7 @@ from _chaos import (
     _python_sender,
     _Threads,
     boto3_client,
+    paced_kills,
 )
 from _chaos_ledger import LedgerWriter, check, read_ledger
 from _chaos_procs import Fleet, ServeProcess
@@ -253,17 +254,9 @@ def _run(
             producers.start(_produce, index, _python_sender(queue), ledger, rate)
         for _ in range(options.consumers):
             consumers.start(_consume_python, queue, ledger, visibility)
-        # As in _chaos.run: the pauses add up to the load time, failovers come on top.
-        budget = options.seconds
-        while True:
-            pause = options.kill_every * chance.uniform(0.5, 1.5)
-            if pause > budget:
-                break
-            budget -= pause
-            time.sleep(pause)
+        for _ in paced_kills(options.seconds, options.kill_every, chance):
             fleet.check()
             kills.append(topology.fail_over())
-        time.sleep(budget)
         producers.join()
         loaded = time.monotonic()
         fleet.await_started()
