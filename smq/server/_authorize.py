@@ -24,9 +24,7 @@ from typing import Any
 
 from .._client import Client
 from .._config import EXTRA_PREFIX
-from .._errors import InvalidQueueName
 from .._keys import QueueKeys
-from .._names import ACCOUNT, check_sqs_name
 from .._scripts import text
 from ._access_policy import Decision, Request, evaluate
 from ._context import Context
@@ -132,13 +130,8 @@ def after(policies: Policies, action: str) -> None:
 
 def _queue_named(ctx: Context, action: str, params: Mapping[str, Any]) -> str | None:
     if action == "GetQueueUrl":
-        name, owner = params.get("QueueName"), params.get("QueueOwnerAWSAccountId") or ctx.account
-        if not isinstance(name, str) or not isinstance(owner, str) or not ACCOUNT.fullmatch(owner):
-            return None  # the action's own checks answer
-        try:
-            return ctx.core_name(check_sqs_name(name), account=owner)
-        except InvalidQueueName:
-            return None
+        # None for names the action itself refuses: its own checks answer.
+        return ctx.named_queue(params.get("QueueName"), params.get("QueueOwnerAWSAccountId"))
     if "QueueUrl" in INPUTS.get(action, {}):
         return ctx.queue_name(params)
     return None

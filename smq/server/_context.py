@@ -197,6 +197,16 @@ class Context:
             raise SqsError("QueueDoesNotExist", NO_QUEUE)
         return self.core_name(parts[-1], region, parts[-2])
 
+    def named_queue(self, name: object, owner: object = None) -> str | None:
+        """The core name of SQS name ``name`` in account ``owner`` (the request's when empty),
+        as GetQueueUrl names a queue; None when either is not valid."""
+        owner = owner or self.account
+        if not isinstance(owner, str) or not ACCOUNT.fullmatch(owner):
+            return None
+        if not isinstance(name, str) or not _is_sqs_name(name):
+            return None
+        return self.core_name(name, account=owner)
+
     def queue(self, params: Mapping[str, Any]) -> Queue:
         return self.client.queue(self.queue_name(params))
 

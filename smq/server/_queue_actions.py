@@ -11,7 +11,7 @@ from typing import Any
 
 from .._config import QueueInfo, RedrivePolicy, check_queue_name, is_fifo_name
 from .._errors import InvalidQueueName, PurgeQueueInProgress, QueueNameExists, SmqError
-from .._names import ACCOUNT, check_sqs_name, split_name
+from .._names import check_sqs_name, split_name
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError
@@ -198,16 +198,10 @@ async def create_queue(ctx: Context, params: Result) -> Result:
 async def get_queue_url(ctx: Context, params: Result) -> Result:
     name = p.required_string(params, "QueueName")
     owner = p.string(params, "QueueOwnerAWSAccountId")
-    missing = SqsError("QueueDoesNotExist", "The specified queue does not exist.")
-    if owner is not None and not ACCOUNT.fullmatch(owner):
-        raise missing
-    try:
-        name = ctx.core_name(check_sqs_name(name), account=owner or None)
-    except InvalidQueueName:
-        raise missing from None
-    if not await ctx.call(ctx.client.queue_exists, name):
-        raise missing
-    return {"QueueUrl": ctx.url_of(name)}
+    found = ctx.named_queue(name, owner)
+    if found is None or not await ctx.call(ctx.client.queue_exists, found):
+        raise SqsError("QueueDoesNotExist", "The specified queue does not exist.")
+    return {"QueueUrl": ctx.url_of(found)}
 
 
 def _page_token(token: str | None) -> str:
