@@ -58,6 +58,7 @@ from ._settings import Settings
 from ._sharded_pubsub import ShardedSubscriber
 from ._sources import list_sources, note_source
 from ._tags import check_tags
+from ._tls import is_tls_url
 from ._wakeup import Waker
 
 _NAME_PART = re.compile(rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}")
@@ -81,7 +82,7 @@ def connect(settings: Settings) -> Any:
     )
     sentinel = is_sentinel_url(url)
     if settings.uses_tls_files:
-        if not url.lower().startswith(("rediss://", "rediss+sentinel://")):
+        if not is_tls_url(url):
             raise ValueError("a TLS CA file or client certificate needs a rediss:// URL")
         # Cluster mode hands these to the connection of every node.
         options.update(
@@ -558,8 +559,7 @@ def _tls_hint(settings: Settings, error: BaseException) -> str:
     client's certificate: a server that wants one closes the connection at
     the first command, which redis-py reports as an EOF.
     """
-    url = (settings.url or "").lower()
-    if not url.startswith("rediss://") or settings.tls_cert is not None:
+    if not is_tls_url(settings.url or "") or settings.tls_cert is not None:
         return ""
     text = str(error)
     dropped = ("EOF occurred", "reset by peer", "closed by server")

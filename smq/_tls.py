@@ -5,6 +5,11 @@ from __future__ import annotations
 import ssl
 
 
+def is_tls_url(url: str) -> bool:
+    """Whether a Redis URL asks for TLS: ``rediss://``, or Sentinels with ``rediss+sentinel://``."""
+    return url.lower().startswith(("rediss://", "rediss+sentinel://"))
+
+
 def tls_problem(error: BaseException) -> str:
     """One line saying why a certificate or key could not be loaded."""
     if isinstance(error, OSError) and not isinstance(error, ssl.SSLError) and error.strerror:

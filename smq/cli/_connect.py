@@ -14,7 +14,7 @@ import redis
 from .._client import Client
 from .._sentinel import sentinel_url
 from .._settings import Settings
-from .._tls import check_client_files
+from .._tls import check_client_files, is_tls_url
 from ._base import fail
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,25 +30,26 @@ def _remember_server(ctx: click.Context, param: click.Parameter, value: str | No
     ctx.meta[_SERVER_KEY] = value
 
 
-def _remember_tls(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    assert param.name is not None
-    ctx.meta.setdefault(_TLS_KEY, {})[param.name] = value or None
+def _remember(group: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """An option callback that keeps the option's value (None for an empty one) under ``group``
+    in the context, for the helpers that read it (``_given``) rather than each command."""
+
+    def remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        assert param.name is not None
+        ctx.meta.setdefault(group, {})[param.name] = value or None
+
+    return remember
 
 
-def _remember_sentinel(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-    assert param.name is not None
-    ctx.meta.setdefault(_SENTINEL_KEY, {})[param.name] = value
-
-
-def _remember_wait(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-    assert param.name is not None
-    ctx.meta.setdefault(_WAIT_KEY, {})[param.name] = value
+def _given(group: str) -> dict[str, Any]:
+    """The options of ``group`` the running command was given (see ``_remember``)."""
+    ctx = click.get_current_context(silent=True)
+    return dict(ctx.meta.get(group, {})) if ctx is not None else {}
 
 
 def _sentinel_from_options(redis_url: str | None) -> str | None:
     """The ``redis+sentinel://`` URL of ``--sentinel`` and ``--sentinel-service``, if given."""
-    ctx = click.get_current_context(silent=True)
-    given = ctx.meta.get(_SENTINEL_KEY, {}) if ctx is not None else {}
+    given = _given(_SENTINEL_KEY)
     addresses = [a for value in given.get("sentinels") or () for a in value.replace(",", " ").split()]
     if not addresses:
         return None
@@ -83,7 +84,7 @@ def redis_options(command: F) -> F:
             multiple=True,
             metavar="HOST:PORT",
             expose_value=False,
-            callback=_remember_sentinel,
+            callback=_remember(_SENTINEL_KEY),
             help="A Redis Sentinel to ask for the primary (repeat, or comma-separate in env SMQ_SENTINELS); "
             "the same as --redis-url redis+sentinel://HOST:PORT,.../SERVICE.",
         ),
@@ -95,7 +96,7 @@ def redis_options(command: F) -> F:
             show_default=True,
             metavar="NAME",
             expose_value=False,
-            callback=_remember_sentinel,
+            callback=_remember(_SENTINEL_KEY),
             help="The service (master name) the Sentinels watch (env SMQ_SENTINEL_SERVICE).",
         ),
         click.option(
@@ -130,7 +131,7 @@ def redis_options(command: F) -> F:
             default=None,
             metavar="FILE",
             expose_value=False,
-            callback=_remember_tls,
+            callback=_remember(_TLS_KEY),
             help="CA file (PEM) that signed the certificate of a rediss:// Redis (env SMQ_REDIS_TLS_CA); "
             "default: the system's CAs.",
         ),
@@ -141,7 +142,7 @@ def redis_options(command: F) -> F:
             default=None,
             metavar="FILE",
             expose_value=False,
-            callback=_remember_tls,
+            callback=_remember(_TLS_KEY),
             help="Client certificate (PEM) for a rediss:// Redis that asks for one; needs "
             "--redis-tls-key (env SMQ_REDIS_TLS_CERT).",
         ),
@@ -152,7 +153,7 @@ def redis_options(command: F) -> F:
             default=None,
             metavar="FILE",
             expose_value=False,
-            callback=_remember_tls,
+            callback=_remember(_TLS_KEY),
             help="Private key (PEM) of --redis-tls-cert (env SMQ_REDIS_TLS_KEY).",
         ),
         click.option(
@@ -163,7 +164,7 @@ def redis_options(command: F) -> F:
             show_default=True,
             metavar="N",
             expose_value=False,
-            callback=_remember_wait,
+            callback=_remember(_WAIT_KEY),
             help="Replicas that must have each change before a call answers (Redis WAIT); when fewer "
             "confirm within --wait-timeout, the call fails with its outcome unknown (env SMQ_WAIT_REPLICAS).",
         ),
@@ -175,7 +176,7 @@ def redis_options(command: F) -> F:
             show_default=True,
             metavar="SECONDS",
             expose_value=False,
-            callback=_remember_wait,
+            callback=_remember(_WAIT_KEY),
             help="How long a change waits for --wait-replicas (env SMQ_WAIT_TIMEOUT).",
         ),
         click.option(
@@ -183,7 +184,7 @@ def redis_options(command: F) -> F:
             is_flag=True,
             envvar="SMQ_WAIT_AOF",
             expose_value=False,
-            callback=_remember_wait,
+            callback=_remember(_WAIT_KEY),
             help="Wait for each change to be on disk, in the append-only files of the primary and of "
             "--wait-replicas replicas (WAITAOF: Redis 7.2 or later, or Valkey) (env SMQ_WAIT_AOF).",
         ),
@@ -234,8 +235,7 @@ class WaitSettings(TypedDict, total=False):
 def redis_wait_settings() -> WaitSettings:
     """The ``Settings`` wait fields the running command was given (``--wait-replicas``...),
     checked against each other: a bad combination ends the command with one line."""
-    ctx = click.get_current_context(silent=True)
-    given: dict[str, Any] = dict(ctx.meta.get(_WAIT_KEY, {})) if ctx is not None else {}
+    given = _given(_WAIT_KEY)
     wait = WaitSettings()
     if given.get("wait_replicas"):
         wait["wait_replicas"] = int(given["wait_replicas"])
@@ -262,11 +262,10 @@ def redis_tls_settings(url: str) -> TlsFiles:
     """The ``Settings`` TLS fields the running command was given, checked: a missing or
     unreadable file, a key without its certificate, or TLS files for a URL that is not
     ``rediss://`` end the command with one line."""
-    ctx = click.get_current_context(silent=True)
-    given: dict[str, str | None] = dict(ctx.meta.get(_TLS_KEY, {})) if ctx is not None else {}
+    given = _given(_TLS_KEY)
     if not any(given.values()):
         return TlsFiles()
-    if not url.lower().startswith(("rediss://", "rediss+sentinel://")):
+    if not is_tls_url(url):
         fail("--redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:// --redis-url")
     try:
         check_client_files(given.get("redis_tls_ca"), given.get("redis_tls_cert"), given.get("redis_tls_key"))
