@@ -219,11 +219,9 @@ class ScriptRunner:
             connection.send_packed_command([hiredis.pack_command(c) for c in packed])
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
-            if self._cluster:
-                # The node is gone: read the map afresh, or every later call would ask it
-                # again, after its replica had long taken its slots over.
-                with contextlib.suppress(Exception):
-                    self._redis.nodes_manager.initialize()
+            # The node is gone: without a fresh map every later call would ask it again,
+            # after its replica had long taken its slots over.
+            self._refresh_map()
             raise NotSent(str(error)) from error
         try:
             if asking:
@@ -245,10 +243,7 @@ class ScriptRunner:
             if isinstance(error.__context__, ReadOnlyError):
                 # Sentinel's connection saw READONLY and closed: the old primary is a replica now.
                 raise NotSent(_REPLICA.format(error=error.__context__)) from error
-            if self._cluster:
-                # A failover may have moved the slot: read the map afresh.
-                with contextlib.suppress(Exception):
-                    self._redis.nodes_manager.initialize()
+            self._refresh_map()  # a failover may have moved the slot
             raise
         if wait is not None:
             try:
@@ -259,6 +254,12 @@ class ScriptRunner:
                 self._drop(node, connection)
                 raise
         return reply
+
+    def _refresh_map(self) -> None:
+        """On a Redis Cluster, read the slot map afresh (best effort: a later call tries again)."""
+        if self._cluster:
+            with contextlib.suppress(Exception):
+                self._redis.nodes_manager.initialize()
 
     def _target(self, slot: int, asking: Any) -> tuple[str, Any] | None:
         if self._pool is not None:
