@@ -56,6 +56,7 @@ from ._scripts import NotSent, ScriptRunner, text_pairs
 from ._sentinel import connect_sentinel, is_sentinel_url, parse_sentinel_url
 from ._settings import Settings
 from ._sharded_pubsub import ShardedSubscriber
+from ._shards import SHARD_NAMES, SHARD_OF, Layouts, shard_names
 from ._sources import list_sources, note_source
 from ._tags import check_tags
 from ._tls import is_tls_url
@@ -148,6 +149,7 @@ class Client:
         self._redis = redis_client if redis_client is not None else connect(settings)
         self._scripts = ScriptRunner(self._redis, wait_of(self.settings))
         self._waker = Waker(self._make_pubsub)
+        self._layouts = Layouts(self)
         self._checked = False
         self._now_ms_override: int | None = None  # tests only: replaces Redis TIME
 
@@ -162,6 +164,11 @@ class Client:
         ``extra_attributes``, only the names given). ``tags`` (at most 50) are
         set with a new queue, in the same step; an existing queue keeps its
         own, as in SQS.
+
+        ``shards=N`` (2-32) makes one queue of N full queues in their own hash
+        slots, placed on different primaries of a Redis Cluster (see
+        ``smq._shards``); a sharded FIFO queue's deduplication_scope is
+        ``"messageGroup"``.
         """
         check_queue_name(name)
         check_setting_names(settings)
@@ -174,6 +181,14 @@ class Client:
         defaults: dict[str, Any] = {"fifo_queue": fifo}
         if fifo:
             defaults["inflight_limit"] = FIFO_INFLIGHT_LIMIT
+            if settings.get("shards", 1) != 1:
+                # A group maps to one shard, so a deduplication id is checked in its group's.
+                if settings.get("deduplication_scope", "messageGroup") != "messageGroup":
+                    raise InvalidAttributeValue(
+                        f"queue {name!r}: a sharded FIFO queue deduplicates within message groups "
+                        "(deduplication_scope 'messageGroup')"
+                    )
+                defaults["deduplication_scope"] = "messageGroup"
         config = QueueConfig(**{**defaults, **settings})
         self._check_dead_letter_target(name, config)
         keys = QueueKeys.of(name)
@@ -187,6 +202,14 @@ class Client:
         if policy is not None:
             # Before the policy can exist: the index of sources is a superset.
             note_source(self, name, policy.dead_letter_queue)
+        if config.shards > 1 and not self._call(self._redis.exists, keys.meta):
+            names = shard_names(self, name, config.shards)
+            for shard in names[1:]:
+                # Each shard a full queue, unlisted, before the main queue names them.
+                shard_args = [self._now_arg(), len(meta) + 1, *args[2 : 2 + 2 * len(meta)], SHARD_OF, name]
+                self.run("create_queue", QueueKeys.of(shard), shard_args, queue=name)
+            args[1] = len(meta) + 1
+            args[2 + 2 * len(meta) : 2 + 2 * len(meta)] = [SHARD_NAMES, " ".join(names[1:])]
         reply = self.run("create_queue", keys, args, queue=name)
         if reply[1] == 0:
             existing = QueueConfig.from_meta(text_pairs(reply[2:]))
@@ -277,10 +300,14 @@ class Client:
     def delete_queue(self, name: str) -> bool:
         """Delete a queue and all its messages; False if it did not exist."""
         check_queue_name(name)
+        shards = self._layouts.read(name)
         # Unlist first: a crash between the steps leaves a queue that exists
         # but is unlisted (create_queue lists it again), never a listed ghost.
         self._write("unlisting", name, REGISTRY, "ZREM", REGISTRY, name)
         reply = self.run("delete_queue", QueueKeys.of(name), [self._now_arg()], queue=name)
+        for shard in shards[1:]:
+            self.run("delete_queue", QueueKeys.of(shard), [self._now_arg()], queue=name)
+        self._layouts.forget(name)
         return bool(reply[1])
 
     def recover(self, name: str, *, min_age: float = 0.0) -> int:

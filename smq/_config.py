@@ -53,7 +53,10 @@ _INT_SETTINGS: dict[str, tuple[str, int, int, int, int]] = {
     "receive_message_wait_time_seconds": ("wait_ms", 0, 20, 0, 1000),
     "inflight_limit": ("inflight_limit", 1, 10_000_000, 120_000, 1),
     "event_stream_max_len": ("events_max", 0, 10_000_000, 0, 1),
+    "shards": ("shards", 1, 32, 1, 1),
 }
+MAX_SHARDS = 32
+"""Most shards a queue may have (see ``smq._shards``)."""
 
 
 def check_int(
@@ -202,6 +205,10 @@ class QueueConfig:
         redrive_policy: Dead-letter queue and maxReceiveCount, or None.
         inflight_limit: Messages in flight at most (SQS: about 120,000).
         event_stream_max_len: Length of the lifecycle event stream (0: none).
+        shards: Shards (1-32), set at creation only: a sharded queue is that
+            many full queues in their own hash slots, on different primaries
+            of a Redis Cluster, behind one name (see Topologies: sharded
+            queues). A sharded FIFO queue deduplicates within message groups.
         extra_attributes: SQS attributes smq stores but does not act on
             (``Policy``, ``KmsMasterKeyId``, ``KmsDataKeyReusePeriodSeconds``,
             ``SqsManagedSseEnabled``, ``RedriveAllowPolicy``), name -> value.
@@ -224,6 +231,7 @@ class QueueConfig:
     redrive_policy: RedrivePolicy | None = None
     inflight_limit: int = 120_000
     event_stream_max_len: int = 0
+    shards: int = 1
     extra_attributes: Mapping[str, str] = dataclasses.field(default_factory=ExtraAttributes)
     fifo_queue: bool = False
     content_based_deduplication: bool = False

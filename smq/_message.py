@@ -34,8 +34,10 @@ _FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010
 # Letters of any script (SQS takes non-ASCII letters), digits, "_", "-" and ".".
 _ATTRIBUTE_NAME = re.compile(r"[\w.-]{1,256}")
 _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
+# A receipt names the queue (or, of a sharded queue, the shard: its name has
+# at most 10 characters more) that issued it.
 _RECEIPT = re.compile(
-    rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
+    rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
 )
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
 # A Number attribute's text: ASCII digits, sign, point and exponent, nothing
@@ -275,6 +277,12 @@ def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:
         # One text for garbage and for another queue's receipt, as SQS.
         raise ReceiptHandleIsInvalid(f'The input receipt handle "{receipt}" is not a valid receipt handle.')
     return match.group(2), match.group(3)
+
+
+def receipt_queue(receipt: object) -> str:
+    """The name of the queue (or shard) a receipt handle names; '' if it is not a receipt handle."""
+    match = _RECEIPT.fullmatch(receipt) if isinstance(receipt, str) else None
+    return match.group(1) if match else ""
 
 
 @dataclass(frozen=True, slots=True)

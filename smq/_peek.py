@@ -70,12 +70,17 @@ class PeekedMessage:
     message_group_id: str | None = None
 
 
-def peek(client: Client, keys: QueueKeys, state: str, limit: int, offset: int) -> list[PeekedMessage]:
-    """Run the peek script for queue ``keys.name``, checked; see ``Queue.peek``."""
+def check_peek(state: object, limit: object, offset: object) -> None:
+    """Raise InvalidParameter unless these are a peek's state, limit and offset."""
     if not isinstance(state, str) or state not in PEEK_STATES:
         raise InvalidParameter(f"state must be one of {', '.join(PEEK_STATES)}, not {state!r}")
     check_int("limit", limit, 1, MAX_PEEK)
     check_int("offset", offset, 0, MAX_PEEK_OFFSET)
+
+
+def peek(client: Client, keys: QueueKeys, state: str, limit: int, offset: int) -> list[PeekedMessage]:
+    """Run the peek script for queue ``keys.name``, checked; see ``Queue.peek``."""
+    check_peek(state, limit, offset)
     name = keys.name
     reply = client.run("peek", keys, (client._now_arg(), state, limit, offset), queue=name)
     return [_peeked(name, state, reply[i : i + 5]) for i in range(1, len(reply), 5)]

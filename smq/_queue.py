@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import _shards as sharded
 from ._batch import MAX_BATCH, check_entries, failure
 from ._config import (
     EXTRA_PREFIX,
@@ -65,14 +67,31 @@ class Queue:
     (a long poll may run several), judged by the Redis server's clock.
     """
 
-    __slots__ = ("_client", "name", "keys", "fifo")
+    __slots__ = ("_client", "name", "keys", "fifo", "_home", "_is_shard")
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Client, name: str, *, home: str = "") -> None:
         self._client = client
         self.name = name
         self.keys = QueueKeys.of(name)
         self.fifo = is_fifo_name(name)
         """True for a FIFO queue (its name ends in ``.fifo``)."""
+        # A shard's: the sharded queue's name (see smq._shards).
+        self._home = home or name
+        self._is_shard = bool(home)
+
+    def _shards(self) -> tuple[Queue, ...]:
+        """The shards of a sharded queue (itself first), or () for a queue of one shard."""
+        if self._is_shard:
+            return ()  # a shard is one queue
+        return self._client._layouts.shards(self)
+
+    def wake_channels(self) -> list[str]:
+        """The Pub/Sub channels that announce this queue's messages: one per shard."""
+        return [shard.keys.wake_channel for shard in self._shards()] or [self.keys.wake_channel]
+
+    def shard_names(self) -> list[str]:
+        """Names of the queues that hold this queue's messages: its own, then its other shards'."""
+        return [shard.name for shard in self._shards()] or [self.name]
 
     def __repr__(self) -> str:
         return f"<smq.Queue {self.name!r}>"
@@ -112,6 +131,9 @@ class Queue:
             trace_header,
             sender_id,
         )
+        shards = self._shards()
+        if shards:
+            return sharded.send(self._client._layouts, shards, [entry], single=True).successful[0]
         return send_one(self, entry)
 
     def send_batch(self, entries: Sequence[SendEntry]) -> BatchResult[SendResult]:
@@ -122,6 +144,9 @@ class Queue:
         On a FIFO queue the messages of one group are stored in entry order.
         """
         check_entries(entries, SendEntry)
+        shards = self._shards()
+        if shards:
+            return sharded.send(self._client._layouts, shards, entries, single=False)
         return send_messages(self, entries, single=False)
 
     # -- receive ----------------------------------------------------------------
@@ -199,10 +224,12 @@ class Queue:
         attempt_id: str = "",
     ) -> list[Message]:
         waker = self._client._waker
-        channel = self.keys.wake_channel
-        with waker.watch(channel, deadline):
+        channels = self.wake_channels()
+        with contextlib.ExitStack() as watching:
+            for channel in channels:
+                watching.enter_context(waker.watch(channel, deadline))
             while True:
-                seen = waker.count(channel)
+                seen = {channel: waker.count(channel) for channel in channels}
                 if stop is not None and stop():
                     return []
                 messages, next_due_ms, _, _ = self._receive_now(max_messages, visibility_ms, attempt_id)
@@ -215,7 +242,7 @@ class Queue:
                     # A timeout or delay falls due then (by the Redis clock);
                     # the small margin lets it pass on the server too.
                     remaining = min(remaining, next_due_ms / 1000 + 0.002)
-                woken = waker.wait(channel, seen, remaining)
+                woken = waker.wait_any(seen, remaining)
                 if not woken and time.monotonic() >= deadline:
                     return []
 
@@ -225,6 +252,9 @@ class Queue:
         # A receive script skips at most 100 deleted, expired or dead-lettered
         # ids; when it runs out of skips (next due 0, nothing received) there
         # may be messages behind them, so look again, a bounded number of times.
+        shards = self._shards()
+        if shards:
+            return sharded.receive_now(self._client._layouts, shards, max_messages, visibility_ms, attempt_id)
         for _ in range(_SKIP_ROUNDS):
             messages, next_due_ms, wait_ms, over_limit = self._receive_once(
                 max_messages, visibility_ms, attempt_id
@@ -268,12 +298,13 @@ class Queue:
             position += 2 * moved_n
         messages = []
         name = self.name
+        home = self._home
         for i in range(position, len(reply), stride):
             message_id = reply[i].decode()
             sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(reply[i + 1])
             messages.append(
                 Message(
-                    name,
+                    home,
                     message_id,
                     f"{name}:{message_id}:{token}",
                     body,
@@ -336,6 +367,9 @@ class Queue:
         extra: Callable[[Any], list[int]] = lambda entry: [],
     ) -> tuple[list[str], list[BatchFailure], list[int]]:
         """Run ``script`` for entries that name a receipt: (entry ids run, failures, statuses)."""
+        shards = self._shards()
+        if shards:
+            return sharded.by_receipt(shards, script, entries, single, extra)
         args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
         pending: list[str] = []
         failed: list[BatchFailure] = []
@@ -390,14 +424,23 @@ class Queue:
     # -- the queue itself ----------------------------------------------------------
 
     def attributes(self) -> QueueInfo:
-        """Settings, exact message counts, timestamps and counters of the queue."""
+        """Settings, exact message counts, timestamps and counters of the queue.
+
+        Of a sharded queue: its settings and times, the counts added up over its shards.
+        """
+        shards = self._shards()
+        if shards:
+            return sharded.attributes(self, shards)
+        return self._attributes_here()
+
+    def _attributes_here(self) -> QueueInfo:
         reply = self._client.run("get_attributes", self.keys, [self._client._now_arg()], queue=self.name)
         now_ms = reply[1]
         meta = text_pairs(reply[2])
         counters = {k: int(v) for k, v in text_pairs(reply[3]).items()}
         oldest = reply[8]
         return QueueInfo(
-            name=self.name,
+            name=self._home,
             config=QueueConfig.from_meta(meta),
             visible=reply[4],
             in_flight=reply[5],
@@ -422,8 +465,12 @@ class Queue:
         out shows where it was until a receive moves it. Ids of visible
         messages deleted since are skipped but count toward ``offset`` and
         ``limit``, so a page may hold fewer than ``limit`` messages with more
-        after it. Raises InvalidParameter or QueueDoesNotExist.
+        after it. On a sharded queue the shards are paged in turn, as if one
+        after the other. Raises InvalidParameter or QueueDoesNotExist.
         """
+        shards = self._shards()
+        if shards:
+            return sharded.peek(self, shards, state, limit, offset)
         return peek(self._client, self.keys, state, limit, offset)
 
     def events(self, *, after: str = "-", limit: int = 1000) -> list[Event]:
@@ -434,6 +481,7 @@ class Queue:
         the oldest kept) or the ``event_id`` of the last event of the previous
         page, to read on; a page shorter than ``limit`` is the end, for now.
         Changes nothing. Raises InvalidParameter or QueueDoesNotExist.
+        Of a sharded queue: the events of its first shard only.
         """
         return read_events(self._client, self.keys, after, limit)
 
@@ -441,14 +489,21 @@ class Queue:
         """Change settings (QueueConfig fields); applies to later calls.
 
         ``extra_attributes`` changes only the attributes it names; an empty
-        value removes one (as SQS does when Policy is set to "").
+        value removes one (as SQS does when Policy is set to ""). A sharded
+        queue's shards take the change one after the other, in this call.
         """
         check_setting_names(settings)
         if not settings:
             raise InvalidParameter("set_attributes needs at least one setting")
-        if "fifo_queue" in settings:
+        for fixed in ("fifo_queue", "shards"):
+            if fixed in settings:
+                raise InvalidAttributeValue(
+                    f"{fixed} is set when queue {self.name!r} is created, never changed"
+                )
+        shards = self._shards()
+        if shards and settings.get("deduplication_scope", "messageGroup") != "messageGroup":
             raise InvalidAttributeValue(
-                f"fifo_queue is set when queue {self.name!r} is created, never changed"
+                f"queue {self.name!r} is sharded: its deduplication_scope is messageGroup, never queue"
             )
         config = QueueConfig(**settings, fifo_queue=self.fifo)
         self._client._check_dead_letter_target(self.name, config)
@@ -466,7 +521,8 @@ class Queue:
             # The dead-letter queue's index of sources, before and after: a
             # superset of the queues whose policy names it (see _sources).
             note_source(self._client, self.name, policy.dead_letter_queue)
-        self._client.run("set_attributes", self.keys, args, queue=self.name)
+        for shard in shards or (self,):
+            self._client.run("set_attributes", shard.keys, args, queue=self.name)
         if policy is not None:
             note_source(self._client, self.name, policy.dead_letter_queue)
 
@@ -507,8 +563,13 @@ class Queue:
         """
         interval_ms = check_int("interval", round(interval * 1000), 0, 86_400_000)
         args = [self._client._now_arg(), interval_ms]
-        reply = self._client.run("purge", self.keys, args, queue=self.name)
-        return int(reply[1])
+        purged = 0
+        for shard in self._shards() or (self,):
+            # The first shard's purge checks the interval for all of them.
+            reply = self._client.run("purge", shard.keys, args, queue=self.name)
+            purged += int(reply[1])
+            args[1] = 0
+        return purged
 
 
 def _receipt_of(receipt_or_message: str | Message) -> str:

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -144,6 +144,16 @@ class Waker:
         """Sleep until ``channel`` is notified after count ``seen``, or ``timeout`` s."""
         with self._cond:
             return self._cond.wait_for(lambda: self._counts.get(channel, 0) != seen, timeout)
+
+    def wait_any(self, seen: Mapping[str, int], timeout: float) -> bool:
+        """Sleep until any channel of ``seen`` is notified after its count there, or ``timeout`` s.
+
+        A sharded queue's long poll watches the wake channel of every shard.
+        """
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: any(self._counts.get(channel, 0) != count for channel, count in seen.items()), timeout
+            )
 
     def interrupt(self) -> None:
         """Make every waiting poll look once more (a worker that stops uses it)."""

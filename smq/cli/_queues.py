@@ -13,6 +13,7 @@ from .._client import Client
 from .._config import (
     _INT_SETTINGS,
     DEDUPLICATION_SCOPES,
+    MAX_SHARDS,
     THROUGHPUT_LIMITS,
     QueueConfig,
     QueueInfo,
@@ -133,10 +134,18 @@ def queue() -> None:
 @queue.command()
 @click.argument("name")
 @_setting_options
+@click.option(
+    "--shards",
+    type=click.IntRange(1, MAX_SHARDS),
+    default=None,
+    help=f"Full queues behind the one name (1-{MAX_SHARDS}), placed on different primaries of a "
+    "Redis Cluster; fixed at creation. Default 1.",
+)
 @redis_options
 @json_option
 def create(
     name: str,
+    shards: int | None,
     dead_letter_queue: str | None,
     max_receive_count: int | None,
     tag: tuple[str, ...],
@@ -155,8 +164,11 @@ def create(
     smq queue create jobs --visibility-timeout 60
     smq queue create jobs-dlq && smq queue create jobs --dead-letter-queue jobs-dlq --max-receive-count 5
     smq queue create jobs.fifo --content-based-deduplication
+    smq queue create hot --shards 3 --cluster   # one queue on three primaries
     """
     settings = _given(name, options)
+    if shards is not None:
+        settings["shards"] = shards
     if (dead_letter_queue is None) != (max_receive_count is None):
         raise click.UsageError("--dead-letter-queue and --max-receive-count go together")
     if dead_letter_queue is not None and max_receive_count is not None:
@@ -220,6 +232,7 @@ def _settings_json(config: QueueConfig) -> dict[str, Any]:
     return {
         **{field: getattr(config, field) for field, _ in _SETTING_FLAGS.values()},
         "fifo_queue": config.fifo_queue,
+        "shards": config.shards,
         **fifo,
         "redrive_policy": (
             None
@@ -278,6 +291,8 @@ def show(name: str, redis_url: str | None, cluster: bool, data_dir: Path, as_jso
     ]
     if config.fifo_queue:
         rows += [(flag, _setting_text(getattr(config, field))) for flag, field in _FIFO_FLAGS.items()]
+    if config.shards > 1:
+        rows.append(("shards", ", ".join(handle.shard_names())))
     rows.append(
         (
             "dead-letter-queue",

@@ -43,8 +43,9 @@ class _Channel:
 
     def __init__(self) -> None:
         self.notified = 0
+        # A sharded queue's poll parks one future on the channel of each shard.
         self.waiting: collections.deque[asyncio.Future[bool]] = collections.deque()
-        self.parked = 0  # futures in ``waiting`` not yet done
+        self.parked = 0  # polls parked here, until they run again
         self.watchers = 0
         self.watch: Any = None  # the core waker's subscription, while any poll watches
         self.lock = asyncio.Lock()
@@ -60,13 +61,14 @@ class LongPolls:
         self._call = call
         self._loop = asyncio.get_running_loop()
         self._channels: dict[str, _Channel] = {}
+        self._parked = 0
         self._closing = False
         client._waker.add_listener(self._from_listener)
 
     @property
     def waiting(self) -> int:
         """Polls parked now, waiting for a notification."""
-        return sum(channel.parked for channel in self._channels.values())
+        return self._parked
 
     def close(self) -> None:
         """End every poll now: they return what they have (nothing)."""
@@ -97,56 +99,62 @@ class LongPolls:
     async def _poll(
         self, queue: Queue, max_messages: int, visibility_ms: int, deadline: float, attempt_id: str = ""
     ) -> list[Message]:
-        async with self._watching(queue.keys.wake_channel, deadline) as channel:
+        async with contextlib.AsyncExitStack() as stack:
+            channels = [
+                await stack.enter_async_context(self._watching(name, deadline))
+                for name in queue.wake_channels()
+            ]
             while True:
                 if self._closing:
                     return []
-                seen = channel.notified
+                seen = [channel.notified for channel in channels]
                 messages, next_due_ms, _, _ = await self._call(
                     queue._receive_now, max_messages, visibility_ms, attempt_id
                 )
                 if messages:
                     if len(messages) == max_messages:
-                        self._wake(channel, _FAN_OUT)
+                        self._wake(channels[0], _FAN_OUT)
                     return list(messages)
                 now = self._loop.time()
                 if now >= deadline or self._closing:
                     return []
-                if channel.notified != seen:
+                if [channel.notified for channel in channels] != seen:
                     continue
                 if next_due_ms >= 0:
-                    self._arm(channel, now + next_due_ms / 1000 + _DUE_MARGIN)
-                await self._park(channel, deadline)
+                    self._arm(channels[0], now + next_due_ms / 1000 + _DUE_MARGIN)
+                await self._park(channels, deadline)
 
-    async def _park(self, channel: _Channel, deadline: float) -> None:
+    async def _park(self, channels: list[_Channel], deadline: float) -> None:
         future: asyncio.Future[bool] = self._loop.create_future()
-        channel.waiting.append(future)
-        channel.parked += 1
-        timeout = self._loop.call_at(deadline, self._expire, channel, future)
+        for channel in channels:
+            channel.waiting.append(future)
+            channel.parked += 1
+        self._parked += 1
+        timeout = self._loop.call_at(deadline, self._expire, future)
         try:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled() and future.result():
-                self._wake(channel, 1)  # pass on the notification this poll took
+                self._wake(channels[0], 1)  # pass on the notification this poll took
             raise
         finally:
             timeout.cancel()
             if not future.done():
                 future.cancel()
+            self._parked -= 1
+            for channel in channels:
                 channel.parked -= 1
-            self._compact(channel)
+                self._compact(channel)
 
-    def _expire(self, channel: _Channel, future: asyncio.Future[bool]) -> None:
+    def _expire(self, future: asyncio.Future[bool]) -> None:
         if not future.done():
             future.set_result(False)
-            channel.parked -= 1
 
     def _wake(self, channel: _Channel, count: int) -> None:
         while count > 0 and channel.waiting:
             future = channel.waiting.popleft()
             if not future.done():
                 future.set_result(True)
-                channel.parked -= 1
                 count -= 1
 
     def _compact(self, channel: _Channel) -> None:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._config import QueueInfo, RedrivePolicy, check_queue_name, is_fifo_name
+from .._config import MAX_SHARDS, QueueInfo, RedrivePolicy, check_queue_name, is_fifo_name
 from .._errors import InvalidQueueName, PurgeQueueInProgress, QueueNameExists, SmqError
 from .._names import check_sqs_name, split_name
 from . import _params as p
@@ -48,13 +48,16 @@ FIFO_ONLY = {
     "DeduplicationScope": "deduplication_scope",
     "FifoThroughputLimit": "fifo_throughput_limit",
 }
+SHARDS = "SmqShards"
+"""smq's own attribute: the shards of a queue (1-32), set at creation only."""
 # QueueConfig field -> SQS attribute (extra attributes are named as in SQS already)
 _ATTRIBUTE_OF = {
     **{field: name for name, field in SETTINGS.items()},
     **{field: name for name, field in FIFO_ONLY.items()},
     "redrive_policy": "RedrivePolicy",
+    "shards": SHARDS,
 }
-ALL_NAMES = ("All", *SETTINGS, "RedrivePolicy", *STORED, *READ_ONLY, "FifoQueue", *FIFO_ONLY)
+ALL_NAMES = ("All", *SETTINGS, "RedrivePolicy", *STORED, *READ_ONLY, "FifoQueue", *FIFO_ONLY, SHARDS)
 
 
 _FIFO_NAME_RULE = (
@@ -128,6 +131,18 @@ def _fifo_queue(value: str, *, creating: bool, fifo: bool) -> None:
         )
 
 
+def _shards(value: str, *, creating: bool) -> int:
+    if not creating:
+        raise SqsError("InvalidAttributeValue", f"{SHARDS} is set when the queue is created, never changed.")
+    number = p.integer_text(value)
+    if number is None or not 1 <= number <= MAX_SHARDS:
+        raise SqsError(
+            "InvalidAttributeValue",
+            f"Invalid value for the parameter {SHARDS}. Reason: use an integer from 1 to {MAX_SHARDS}.",
+        )
+    return number
+
+
 def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fifo: bool) -> dict[str, Any]:
     """QueueConfig keyword arguments for SQS queue attributes (of a FIFO queue when ``fifo``)."""
     settings: dict[str, Any] = {}
@@ -144,6 +159,8 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
             stored[name] = value
         elif name == "FifoQueue":
             _fifo_queue(value, creating=creating, fifo=fifo)
+        elif name == SHARDS:
+            settings["shards"] = _shards(value, creating=creating)
         elif name in FIFO_ONLY and fifo:
             if name == "ContentBasedDeduplication":
                 settings[FIFO_ONLY[name]] = _boolean(name, value)
@@ -285,6 +302,8 @@ def _attributes(ctx: Context, info: QueueInfo, names: set[str]) -> dict[str, str
         values["ContentBasedDeduplication"] = "true" if config.content_based_deduplication else "false"
         values["DeduplicationScope"] = config.deduplication_scope
         values["FifoThroughputLimit"] = config.fifo_throughput_limit
+    if config.shards > 1 or SHARDS in names:
+        values[SHARDS] = str(config.shards)  # not in "All" for a queue of one shard, as SQS has none
     if "All" in names:
         return values
     return {name: values[name] for name in sorted(names) if name in values}

@@ -1,0 +1,262 @@
+"""Sharded queues: one queue made of several full queues, each in its own hash slot.
+
+A queue created with ``shards=N`` (N > 1) is N queues behind one name. Shard
+0 is the queue itself, under its own keys; shards 1 to N-1 are full queues
+under derived names no user can create (``orders.s1``, ``jobs.s2.fifo``: an
+SQS name holds no ``.`` before ``.fifo``), chosen at creation so that on a
+Redis Cluster the shards fall on the primaries in turn. Each script still
+runs on one shard, so on one slot; only the client sees the whole.
+
+Sends spread over the shards: each call goes to the next shard in turn,
+except that a message with a group id (FIFO) or a deduplication id always
+goes to the shard its id hashes to, so a group keeps its order and a retried
+send meets its first copy. Receives rotate over the shards and take from
+the first one that has messages; a long poll watches every shard's wake
+channel. A receipt names its shard, so deletes and visibility changes go
+straight there. Attributes, counters and peeks add the shards up.
+
+The main queue's ``meta`` lists the shards (field ``shard_names``). A client
+reads that once per queue and keeps it ``LAYOUT_TTL`` seconds: a queue
+deleted and created again with other shards is seen within that time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from redis.cluster import RedisCluster, key_slot
+
+from ._batch import failure
+from ._config import QueueInfo, is_fifo_name
+from ._errors import SmqError
+from ._keys import QueueKeys
+from ._message import BatchFailure, BatchResult, Message, SendEntry, SendResult, receipt_queue
+from ._names import FIFO_SUFFIX
+from ._peek import PeekedMessage, check_peek
+from ._peek import peek as peek_one
+from ._send import send_messages
+
+if TYPE_CHECKING:
+    from ._client import Client
+    from ._queue import Queue
+
+SHARD_NAMES = "shard_names"
+"""The main queue's ``meta`` field listing shards 1 to N-1, space-separated."""
+SHARD_OF = "shard_of"
+"""A shard's ``meta`` field naming the queue it belongs to."""
+LAYOUT_TTL = 10.0
+"""Seconds a client trusts what it read of a queue's shards."""
+_PLACEMENT_TRIES = 500
+_MAX_KNOWN = 10_000
+
+
+class Layouts:
+    """Per-client cache: queue name -> its shards (``Queue`` handles), read from Redis."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._known: dict[str, tuple[float, tuple[Queue, ...]]] = {}
+        self._turns = itertools.count()
+        self._lock = threading.Lock()
+
+    def shards(self, queue: Queue) -> tuple[Queue, ...]:
+        """Handles on the shards of ``queue`` (its main name), or ``()`` if it has one shard."""
+        found = self._known.get(queue.name)
+        if found is not None and found[0] > time.monotonic():
+            return found[1]
+        names = self.read(queue.name)
+        shards = tuple(type(queue)(self._client, name, home=queue.name) for name in names) if names else ()
+        with self._lock:
+            if len(self._known) >= _MAX_KNOWN:
+                self._known.clear()
+            self._known[queue.name] = (time.monotonic() + LAYOUT_TTL, shards)
+        return shards
+
+    def read(self, name: str) -> list[str]:
+        """The names of every shard of queue ``name`` from Redis, itself first; [] if unsharded."""
+        client = self._client
+        listed = client._call(client._redis.hget, QueueKeys.of(name).meta, SHARD_NAMES)
+        return [name, *listed.decode().split()] if listed else []
+
+    def forget(self, name: str) -> None:
+        self._known.pop(name, None)
+
+    def turn(self) -> int:
+        """A number that goes up by one per call: where the next send or receive starts."""
+        return next(self._turns)
+
+
+def shard_names(client: Client, name: str, count: int) -> list[str]:
+    """Names for the ``count`` shards of queue ``name``, itself first.
+
+    On a Redis Cluster, shard k is placed on the k-th primary after the one
+    serving shard 0 (sorted by address), where the current slot map allows:
+    its name takes the first suffix whose slot that primary serves. The
+    choice depends only on the name and the slot map, so two clients that
+    create the same queue at once agree.
+    """
+    stem, suffix = (name[: -len(FIFO_SUFFIX)], FIFO_SUFFIX) if is_fifo_name(name) else (name, "")
+
+    def candidate(k: int, attempt: int) -> str:
+        return f"{stem}.s{k}{f'-{attempt}' if attempt else ''}{suffix}"
+
+    redis_client = client._redis
+    if not isinstance(redis_client, RedisCluster):
+        return [name, *(candidate(k, 0) for k in range(1, count))]
+    nodes = redis_client.nodes_manager
+
+    def owner(queue_name: str) -> str:
+        return str(nodes.get_node_from_slot(key_slot(QueueKeys.of(queue_name).meta.encode())).name)
+
+    primaries = sorted(node.name for node in redis_client.get_primaries())
+    first = primaries.index(owner(name)) if owner(name) in primaries else 0
+    names = [name]
+    for k in range(1, count):
+        wanted = primaries[(first + k) % len(primaries)]
+        chosen = candidate(k, 0)
+        for attempt in range(_PLACEMENT_TRIES):
+            if owner(candidate(k, attempt)) == wanted:
+                chosen = candidate(k, attempt)
+                break
+        names.append(chosen)
+    return names
+
+
+def _index(key: str, count: int) -> int:
+    return zlib.crc32(key.encode()) % count
+
+
+def send(
+    layouts: Layouts, shards: Sequence[Queue], entries: Sequence[SendEntry], *, single: bool
+) -> BatchResult[SendResult]:
+    """Send ``entries`` (checked as a batch already) to the shards they map to."""
+    count = len(shards)
+    turn = layouts.turn() % count
+    by_shard: dict[int, list[SendEntry]] = {}
+    for entry in entries:
+        key = entry.message_group_id if shards[0].fifo else entry.deduplication_id
+        index = _index(key, count) if isinstance(key, str) and key else turn
+        by_shard.setdefault(index, []).append(entry)
+    if len(by_shard) == 1:
+        ((index, chosen),) = by_shard.items()
+        return send_messages(shards[index], chosen, single=single)
+    successful: list[SendResult] = []
+    failed: list[BatchFailure] = []
+    for index, chosen in by_shard.items():
+        result = send_messages(shards[index], chosen, single=single)
+        successful += result.successful
+        failed += result.failed
+    return BatchResult(successful, failed)
+
+
+def receive_now(
+    layouts: Layouts, shards: Sequence[Queue], max_messages: int, visibility_ms: int, attempt_id: str
+) -> tuple[list[Message], int, int, bool]:
+    """One receive attempt over the shards, from the next one in turn: ``Queue._receive_now``'s reply.
+
+    A FIFO receive with an attempt id starts at the shard the id hashes to,
+    so that a retry looks where the first call found its messages.
+    """
+    count = len(shards)
+    start = _index(attempt_id, count) if attempt_id else layouts.turn() % count
+    next_due_ms = -1
+    wait_ms = 0
+    over_limit = True
+    for step in range(count):
+        shard = shards[(start + step) % count]
+        messages, due_ms, shard_wait_ms, shard_over = shard._receive_now(
+            max_messages, visibility_ms, attempt_id
+        )
+        if step == 0:
+            wait_ms = shard_wait_ms  # the queue's setting: the same on every shard
+        if messages:
+            return messages, due_ms, wait_ms, False
+        over_limit = over_limit and shard_over
+        if due_ms >= 0:
+            next_due_ms = due_ms if next_due_ms < 0 else min(next_due_ms, due_ms)
+    return [], next_due_ms, wait_ms, over_limit
+
+
+def by_receipt(
+    shards: Sequence[Queue],
+    script: str,
+    entries: Sequence[Any],
+    single: bool,
+    extra: Callable[[Any], list[int]],
+) -> tuple[list[str], list[BatchFailure], list[int]]:
+    """``Queue._by_receipt`` for a sharded queue: each entry runs on the shard its receipt names."""
+    index_of = {shard.name: i for i, shard in enumerate(shards)}
+    by_shard: dict[int, list[Any]] = {}
+    failed: list[BatchFailure] = []
+    for entry in entries:
+        index = index_of.get(receipt_queue(entry.receipt_handle), -1)
+        if index < 0:
+            try:
+                shards[0]._by_receipt(script, [entry], single, extra)  # raises the error SQS gives
+            except SmqError as error:
+                if single:
+                    raise
+                failed.append(failure(entry.id, error))
+                continue
+        by_shard.setdefault(index, []).append(entry)
+    pending: list[str] = []
+    statuses: list[int] = []
+    for index, chosen in by_shard.items():
+        shard_pending, shard_failed, shard_statuses = shards[index]._by_receipt(script, chosen, single, extra)
+        pending += shard_pending
+        failed += shard_failed
+        statuses += shard_statuses
+    return pending, failed, statuses
+
+
+def attributes(queue: Queue, shards: Sequence[Queue]) -> QueueInfo:
+    """The queue's attributes: the main queue's settings and times, counts added up over the shards."""
+    infos = [shard._attributes_here() for shard in shards]
+    main = infos[0]
+    counters: dict[str, int] = {}
+    for info in infos:
+        for name, value in info.counters.items():
+            counters[name] = counters.get(name, 0) + value
+    ages = [info.oldest_age for info in infos if info.oldest_age is not None]
+    return dataclasses.replace(
+        main,
+        name=queue.name,
+        visible=sum(info.visible for info in infos),
+        in_flight=sum(info.in_flight for info in infos),
+        delayed=sum(info.delayed for info in infos),
+        moving=sum(info.moving for info in infos),
+        oldest_age=max(ages) if ages else None,
+        counters=counters,
+        groups=sum(info.groups for info in infos),
+        groups_in_flight=sum(info.groups_in_flight for info in infos),
+    )
+
+
+def peek(queue: Queue, shards: Sequence[Queue], state: str, limit: int, offset: int) -> list[PeekedMessage]:
+    """Peek the shards in order as if they were one list: ``offset`` skips over whole shards first.
+
+    A shard's length in ``state`` is its count from ``attributes``; entries
+    the peek script skips (ghosts) are not in that count, so a page may
+    hold a few messages less or repeat one of the previous page's.
+    """
+    check_peek(state, limit, offset)
+    found: list[PeekedMessage] = []
+    for shard in shards:
+        info = shard._attributes_here()
+        length = {"visible": info.visible, "in_flight": info.in_flight, "delayed": info.delayed}.get(state, 0)
+        if offset >= length and shard is not shards[-1]:
+            offset -= length
+            continue
+        page = peek_one(shard._client, shard.keys, state, limit, offset)
+        found += (dataclasses.replace(message, queue=queue.name) for message in page)
+        limit -= max(len(page), min(limit, length - offset))
+        offset = 0
+        if limit <= 0:
+            break
+    return found

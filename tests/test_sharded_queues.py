@@ -1,0 +1,330 @@
+"""Sharded queues: one name, N full queues in their own slots, on the primaries of a real
+3-primary Redis Cluster (and on one node, where the shards share it)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from redis.cluster import RedisCluster, key_slot
+
+import smq
+from conftest import _fresh_cluster, _fresh_real, raw
+from smq import _shards
+from smq._keys import QueueKeys
+from smq.embedded import EmbeddedCluster, EmbeddedRedis
+from worker_support import Running, wait_for
+
+
+@pytest.fixture(params=["cluster", "redis"])
+def client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
+    if request.param == "cluster":
+        made = _fresh_cluster(request.getfixturevalue("redis_cluster"))
+    else:
+        made = _fresh_real(request.getfixturevalue("redis_server"))
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def cluster_client(redis_cluster: EmbeddedCluster) -> Iterator[smq.Client]:
+    made = _fresh_cluster(redis_cluster)
+    yield made
+    made.close()
+
+
+def owner(client: smq.Client, name: str) -> str:
+    node = client._redis.nodes_manager.get_node_from_slot(key_slot(QueueKeys.of(name).meta.encode()))
+    return str(node.name)
+
+
+def per_shard(queue: smq.Queue) -> list[int]:
+    """Visible messages of each shard, read shard by shard."""
+    return [shard._attributes_here().visible for shard in queue._shards()]
+
+
+def drain(queue: smq.Queue, wait: int = 0) -> list[smq.Message]:
+    got: list[smq.Message] = []
+    while batch := queue.receive(10, wait_time_seconds=wait, visibility_timeout=60):
+        got += batch
+    return got
+
+
+def test_the_shards_land_on_every_primary_and_stay_out_of_the_listing(cluster_client: smq.Client) -> None:
+    queue = cluster_client.create_queue("hot", shards=3)
+    names = queue.shard_names()
+    assert names[0] == "hot" and len(names) == 3
+    assert all(name.startswith("hot.s") for name in names[1:])
+    primaries = {node.name for node in cluster_client._redis.get_primaries()}
+    assert {owner(cluster_client, name) for name in names} == primaries
+    assert cluster_client.list_queues() == ["hot"]
+    assert queue.attributes().config.shards == 3
+    fifo = cluster_client.create_queue("hot.fifo", shards=3)
+    assert all(name.endswith(".fifo") for name in fifo.shard_names())
+    assert {owner(cluster_client, name) for name in fifo.shard_names()} == primaries
+    # Names no user can create: SQS names hold no '.' before .fifo.
+    for name in names[1:] + fifo.shard_names()[1:]:
+        with pytest.raises(smq.InvalidQueueName):
+            cluster_client.create_queue(name)
+
+
+def test_sends_spread_receives_take_from_every_shard_and_receipts_name_their_shard(
+    client: smq.Client,
+) -> None:
+    queue = client.create_queue("hot", shards=3)
+    for i in range(30):
+        queue.send(f"m{i}")
+    queue.send_batch([smq.SendEntry(str(i), f"b{i}") for i in range(10)])
+    spread = per_shard(queue)
+    assert sum(spread) == 40 and min(spread) >= 10, spread  # each call in turn; a batch to one shard
+    info = queue.attributes()
+    assert (info.visible, info.counters["sent"], info.name) == (40, 40, "hot")
+    got = drain(queue)
+    assert sorted(m.body for m in got) == sorted([f"m{i}" for i in range(30)] + [f"b{i}" for i in range(10)])
+    assert {m.receipt_handle.split(":")[0] for m in got} == set(queue.shard_names())
+    assert {m.queue for m in got} == {"hot"}
+    assert queue.attributes().in_flight == 40
+    # Deletes and visibility changes go to the shard each receipt names, also in one batch.
+    first, rest = got[:10], got[10:]
+    result = queue.change_visibility_batch(
+        [smq.ChangeEntry(str(i), m.receipt_handle, 0) for i, m in enumerate(first)]
+    )
+    assert len(result.successful) == 10 and not result.failed
+    assert queue.attributes().visible == 10
+    assert len(drain(queue)) == 10
+    deleted = queue.delete_batch([smq.DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(rest[:10])])
+    assert len(deleted.successful) == 10 and not deleted.failed
+    for message in rest[10:]:
+        assert queue.delete(message)
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters["deleted"]) == (0, 10, 30)
+
+
+def test_a_receipt_of_another_queue_is_refused(client: smq.Client) -> None:
+    queue = client.create_queue("hot", shards=3)
+    other = client.create_queue("other")
+    other.send("x")
+    (message,) = other.receive()
+    with pytest.raises(smq.ReceiptHandleIsInvalid):
+        queue.delete(message.receipt_handle)
+    result = queue.delete_batch([smq.DeleteEntry("a", message.receipt_handle), smq.DeleteEntry("b", "junk")])
+    assert sorted(f.id for f in result.failed) == ["a", "b"]
+    assert other.attributes().in_flight == 1
+
+
+def test_a_long_poll_wakes_on_whichever_shard_gets_the_message(client: smq.Client) -> None:
+    queue = client.create_queue("hot", shards=3)
+    for shard in queue._shards():
+        got: list[list[smq.Message]] = []
+        waiting = threading.Thread(target=lambda got=got: got.append(queue.receive(1, wait_time_seconds=20)))
+        started = time.monotonic()
+        waiting.start()
+        time.sleep(0.3)
+        shard.send(f"to {shard.name}")  # straight to that shard
+        waiting.join(30)
+        assert [m.body for m in got[0]] == [f"to {shard.name}"]
+        assert time.monotonic() - started < 10, "woken by the timeout, not by the notification"
+
+
+def test_a_fifo_group_keeps_to_one_shard_and_its_order(client: smq.Client) -> None:
+    queue = client.create_queue("hot.fifo", shards=3, content_based_deduplication=True)
+    assert queue.attributes().config.deduplication_scope == "messageGroup"
+    groups = [f"g{g}" for g in range(12)]
+    for i in range(10):
+        queue.send_batch([smq.SendEntry(g, f"{g}:{i}", message_group_id=g) for g in groups[:10]])
+        for g in groups[10:]:
+            queue.send(f"{g}:{i}", message_group_id=g)
+    assert queue.send("g0:0", message_group_id="g0").duplicate  # deduplicated in its group's shard
+    seen: dict[str, list[int]] = {}
+    while batch := queue.receive(10, visibility_timeout=60):
+        for message in batch:
+            group, number = message.body.split(":")
+            assert message.message_group_id == group
+            seen.setdefault(group, []).append(int(number))
+            queue.delete(message)
+    assert seen == {g: list(range(10)) for g in groups}
+    # Every group went to exactly the shard its id hashes to.
+    names = queue.shard_names()
+    counts = Counter(names[_shards._index(g, 3)] for g in groups)
+    sent = {shard.name: shard._attributes_here().counters.get("sent", 0) for shard in queue._shards()}
+    assert sent == {name: counts[name] * 10 for name in names}
+
+
+def test_a_sharded_fifo_queue_deduplicates_within_groups_only(client: smq.Client) -> None:
+    with pytest.raises(smq.InvalidAttributeValue, match="messageGroup"):
+        client.create_queue("hot.fifo", shards=3, deduplication_scope="queue")
+    queue = client.create_queue("hot.fifo", shards=3)
+    with pytest.raises(smq.InvalidAttributeValue, match="messageGroup"):
+        queue.set_attributes(deduplication_scope="queue")
+    with pytest.raises(smq.InvalidAttributeValue, match="created"):
+        queue.set_attributes(shards=2)
+
+
+def test_settings_reach_every_shard_and_creating_again_compares_shards(client: smq.Client) -> None:
+    queue = client.create_queue("hot", shards=3, visibility_timeout=5)
+    assert client.create_queue("hot", shards=3).shard_names() == queue.shard_names()
+    with pytest.raises(smq.QueueNameExists, match="shards"):
+        client.create_queue("hot", shards=2)
+    queue.set_attributes(visibility_timeout=7, delay_seconds=1)
+    for shard in queue._shards():
+        config = shard._attributes_here().config
+        assert (config.visibility_timeout, config.delay_seconds) == (7, 1)
+
+
+def test_dead_letters_leave_every_shard_and_redrive_brings_them_back(client: smq.Client) -> None:
+    client.create_queue("hot-dlq")
+    queue = client.create_queue(
+        "hot", shards=3, redrive_policy=smq.RedrivePolicy("hot-dlq", 1), visibility_timeout=0
+    )
+    for i in range(9):
+        queue.send(f"m{i}")
+    first: list[smq.Message] = []
+    while batch := queue.receive(10):
+        first += batch  # received once each, visible again at once (timeout 0)
+        if len(first) >= 9:
+            break
+    assert len(first) == 9
+    assert queue.receive(10) == []  # the second receive dead-letters them instead
+    dead = client.get_queue("hot-dlq")
+    assert dead.attributes().visible == 9
+    assert client.dead_letter_sources("hot-dlq") == ["hot"]
+    assert client.redrive("hot-dlq") == 9
+    assert dead.attributes().visible == 0
+    assert queue.attributes().visible == 9
+
+
+def test_peek_pages_through_the_shards_and_purge_and_delete_reach_them_all(client: smq.Client) -> None:
+    queue = client.create_queue("hot", shards=3)
+    for i in range(15):
+        queue.send(f"m{i}")
+    pages = [queue.peek(limit=4, offset=offset) for offset in range(0, 16, 4)]
+    bodies = [m.body for page in pages for m in page]
+    assert sorted(bodies) == sorted(f"m{i}" for i in range(15))
+    assert {m.queue for page in pages for m in page} == {"hot"}
+    with pytest.raises(smq.InvalidParameter):
+        queue.peek(limit=0)
+    received = queue.receive(10, visibility_timeout=60)
+    held = queue.peek("in_flight", limit=100)
+    assert {m.message_id for m in held} == {m.message_id for m in received}
+    assert queue.delete(held[0].receipt_handle)  # a peeked receipt names its shard too
+    assert queue.purge() == 14
+    assert queue.attributes().visible == 0
+    names = queue.shard_names()
+    assert client.delete_queue("hot")
+    leftovers = _keys_of(client, names)
+    assert leftovers == [], leftovers
+
+
+def _keys_of(client: smq.Client, names: list[str]) -> list[bytes]:
+    found: list[bytes] = []
+    for name in names:
+        pattern = QueueKeys.of(name).meta.replace(":meta", ":*").replace("{", "\\{").replace("}", "\\}")
+        if isinstance(client._redis, RedisCluster):
+            found += client._redis.keys(pattern, target_nodes=RedisCluster.ALL_NODES)
+        else:
+            found += raw(client).keys(pattern)
+    return found
+
+
+def test_a_client_sees_a_queue_made_again_with_other_shards(
+    client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_shards, "LAYOUT_TTL", 0.2)
+    client.create_queue("hot", shards=3).send("before")
+    other = smq.Client(settings=client.settings, redis_client=client._redis)
+    assert len(other.queue("hot").shard_names()) == 3
+    client.delete_queue("hot")
+    client.create_queue("hot", shards=2)
+    time.sleep(0.3)
+    handle = other.queue("hot")
+    assert len(handle.shard_names()) == 2
+    for i in range(4):
+        handle.send(f"m{i}")
+    assert sorted(m.body for m in drain(client.queue("hot"))) == ["m0", "m1", "m2", "m3"]
+
+
+def test_a_worker_and_the_exporter_see_one_queue(
+    cluster_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    from smq.exporter import QueueCollector
+
+    queue = cluster_client.create_queue("hot", shards=3)
+    for i in range(30):
+        queue.send(f"m{i}")
+    registry_text = _scrape(QueueCollector(cluster_client))
+    assert registry_text[("smq_queue_messages_visible", "hot")] == 30
+    assert not any(name.startswith("hot.s") for (_, name) in registry_text)
+    done: list[str] = []
+    worker = smq.Worker(cluster_client, "hot", lambda job: done.append(job.message.body))
+    running(worker)
+    wait_for(lambda: len(done) == 30, 20, "the worker to handle every message")
+    wait_for(lambda: queue.attributes().counters.get("deleted", 0) == 30, 10, "the deletes")
+    assert sorted(done) == sorted(f"m{i}" for i in range(30))
+
+
+def _scrape(collector: object) -> dict[tuple[str, str], float]:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    registry.register(collector)  # type: ignore[arg-type]
+    values = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            if "queue" in sample.labels:
+                values[(sample.name, sample.labels["queue"])] = sample.value
+    return values
+
+
+def test_boto3_creates_and_uses_a_sharded_queue(sqs: object, core: smq.Client) -> None:
+    from botocore.exceptions import ClientError
+
+    url = sqs.create_queue(QueueName="hot", Attributes={"SmqShards": "3"})["QueueUrl"]  # type: ignore[attr-defined]
+    assert core.queue("hot").shard_names()[1:] == ["hot.s1", "hot.s2"]
+    for i in range(6):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")  # type: ignore[attr-defined]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]  # type: ignore[attr-defined]
+    assert attributes["SmqShards"] == "3" and attributes["ApproximateNumberOfMessages"] == "6"
+    got = []
+    while True:
+        reply = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)  # type: ignore[attr-defined]
+        if not reply.get("Messages"):
+            break
+        got += reply["Messages"]
+    assert sorted(m["Body"] for m in got) == [f"m{i}" for i in range(6)]
+    sqs.delete_message_batch(  # type: ignore[attr-defined]
+        QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+    )
+    assert core.queue("hot").attributes().counters["deleted"] == 6
+    with pytest.raises(ClientError) as refused:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"SmqShards": "2"})  # type: ignore[attr-defined]
+    assert refused.value.response["Error"]["Code"] == "InvalidAttributeValue"
+    plain = sqs.create_queue(QueueName="plain")["QueueUrl"]  # type: ignore[attr-defined]
+    everything = sqs.get_queue_attributes(QueueUrl=plain, AttributeNames=["All"])["Attributes"]  # type: ignore[attr-defined]
+    assert "SmqShards" not in everything  # as SQS answers: a queue of one shard shows no extension
+    for bad in ("0", "33", "x"):
+        with pytest.raises(ClientError) as refused:
+            sqs.create_queue(QueueName="bad", Attributes={"SmqShards": bad})  # type: ignore[attr-defined]
+        assert refused.value.response["Error"]["Code"] == "InvalidAttributeValue"
+
+
+def test_every_shard_is_served_by_one_node_of_one_slot(cluster_client: smq.Client) -> None:
+    queue = cluster_client.create_queue("hot", shards=3)
+    slots = {key_slot(QueueKeys.of(name).meta.encode()) for name in queue.shard_names()}
+    assert len(slots) == 3
+    # A queue whose name's own slot is on the last primary still spreads: the order wraps.
+    for name in ("a", "b", "c", "d", "e", "f"):
+        made = cluster_client.create_queue(name, shards=3)
+        assert len({owner(cluster_client, n) for n in made.shard_names()}) == 3
+
+
+def test_single_node_clients_see_no_difference_for_a_queue_of_one_shard(redis_server: EmbeddedRedis) -> None:
+    client = _fresh_real(redis_server)
+    queue = client.create_queue("plain")
+    assert queue.shard_names() == ["plain"] and queue.wake_channels() == [queue.keys.wake_channel]
+    queue.send("x")
+    assert [m.queue for m in queue.receive()] == ["plain"]
+    client.close()
