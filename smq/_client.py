@@ -248,6 +248,10 @@ class Client:
         """A handle on queue ``name`` without checking that it exists (no I/O)."""
         return Queue(self, check_queue_name(name))
 
+    def _queue_of(self, name: str) -> Queue:
+        """A handle on the queue (or shard) that holds keys of ``name``, not checked, not sharded."""
+        return Queue(self, name, home=name)
+
     def queue_exists(self, name: str) -> bool:
         return bool(self._call(self._redis.exists, QueueKeys.of(check_queue_name(name)).meta))
 
@@ -315,11 +319,13 @@ class Client:
 
         Returns the number of messages whose move was finished. Receives run
         this by themselves for moves older than 30 s; redrive runs it first.
+        Of a sharded queue: the moves out of every shard.
         """
         check_queue_name(name)
         if isinstance(min_age, bool) or not isinstance(min_age, (int, float)) or not 0 <= min_age <= 86400:
             raise InvalidParameter(f"min_age must be 0 to 86400 seconds, not {min_age!r}")
-        return recover(self, name, min_age_ms=int(min_age * 1000))
+        shards = self._layouts.read(name) or [name]
+        return sum(recover(self, shard, min_age_ms=int(min_age * 1000)) for shard in shards)
 
     def redrive(self, name: str, *, destination: str | None = None, max_messages: int | None = None) -> int:
         """Move the visible messages of dead-letter queue ``name`` back.
@@ -327,13 +333,20 @@ class Client:
         Each message goes to the queue it was dead-lettered from, or all to
         ``destination``. The move is two-step and idempotent, so a crash
         neither loses nor doubles a message. Returns the number moved.
+        Of a sharded queue: the messages of every shard, shard by shard.
         """
         check_queue_name(name)
         if max_messages is not None:
             check_int("max_messages", max_messages, 1, 10**9)
         if destination is not None:
             self.get_queue(destination)
-        return redrive(self, name, destination or "", max_messages)
+        moved = 0
+        for shard in self._layouts.read(name) or [name]:
+            left = None if max_messages is None else max_messages - moved
+            if left == 0:
+                break
+            moved += redrive(self, shard, destination or "", left)
+        return moved
 
     def dead_letter_sources(self, name: str, *, limit: int | None = None, after: str = "") -> list[str]:
         """Names of the queues whose redrive policy names ``name`` as dead-letter queue.

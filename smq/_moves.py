@@ -124,7 +124,7 @@ def redrive_counted(
     """
     recovered = recover(client, name, min_age_ms=0, park=False)
     keys = QueueKeys.of(name)
-    budget = client.get_queue(name).attributes().visible
+    budget = client._queue_of(name)._attributes_here().visible
     if max_messages is not None:
         budget = min(budget, max_messages)
     moved = 0

@@ -299,6 +299,21 @@ def test_boto3_creates_and_uses_a_sharded_queue(sqs: object, core: smq.Client) -
         QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
     )
     assert core.queue("hot").attributes().counters["deleted"] == 6
+    # A waiting ReceiveMessage on the server wakes on whichever shard the message reaches.
+    for shard in core.queue("hot")._shards():
+        replies: list[dict[str, object]] = []
+        waiting = threading.Thread(
+            target=lambda replies=replies: replies.append(
+                sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20)  # type: ignore[attr-defined]
+            )
+        )
+        started = time.monotonic()
+        waiting.start()
+        time.sleep(0.5)
+        shard.send(f"to {shard.name}")
+        waiting.join(30)
+        assert [m["Body"] for m in replies[0]["Messages"]] == [f"to {shard.name}"]  # type: ignore[index]
+        assert time.monotonic() - started < 10, "woken by the timeout, not by the notification"
     with pytest.raises(ClientError) as refused:
         sqs.set_queue_attributes(QueueUrl=url, Attributes={"SmqShards": "2"})  # type: ignore[attr-defined]
     assert refused.value.response["Error"]["Code"] == "InvalidAttributeValue"
@@ -328,3 +343,14 @@ def test_single_node_clients_see_no_difference_for_a_queue_of_one_shard(redis_se
     queue.send("x")
     assert [m.queue for m in queue.receive()] == ["plain"]
     client.close()
+
+
+def test_a_sharded_dead_letter_queue_is_redriven_from_every_shard(client: smq.Client) -> None:
+    dead = client.create_queue("hot-dlq", shards=3)
+    for i in range(6):
+        dead.send(f"d{i}")  # sent straight to it: spread over its shards
+    assert min(per_shard(dead)) == 2
+    target = client.create_queue("target")
+    assert client.redrive("hot-dlq", destination="target", max_messages=5) == 5
+    assert client.redrive("hot-dlq", destination="target") == 1
+    assert target.attributes().visible == 6 and dead.attributes().visible == 0
