@@ -257,6 +257,7 @@ def test_a_worker_and_the_exporter_see_one_queue(
         queue.send(f"m{i}")
     registry_text = _scrape(QueueCollector(cluster_client))
     assert registry_text[("smq_queue_messages_visible", "hot")] == 30
+    assert registry_text[("smq_queue_in_flight_limit", "hot")] == 3 * 120_000  # each shard's limit
     assert not any(name.startswith("hot.s") for (_, name) in registry_text)
     done: list[str] = []
     worker = smq.Worker(cluster_client, "hot", lambda job: done.append(job.message.body))
@@ -354,3 +355,25 @@ def test_a_sharded_dead_letter_queue_is_redriven_from_every_shard(client: smq.Cl
     assert client.redrive("hot-dlq", destination="target", max_messages=5) == 5
     assert client.redrive("hot-dlq", destination="target") == 1
     assert target.attributes().visible == 6 and dead.attributes().visible == 0
+
+
+def test_the_command_line_creates_and_shows_a_sharded_queue(redis_cluster: EmbeddedCluster) -> None:
+    from click.testing import CliRunner
+
+    from smq.cli import main
+
+    client = _fresh_cluster(redis_cluster)
+    env = {"SMQ_REDIS_URL": redis_cluster.url}
+    runner = CliRunner()
+    made = runner.invoke(main, ["queue", "create", "hot", "--shards", "3", "--cluster"], env=env)
+    assert made.exit_code == 0, made.output
+    names = client.queue("hot").shard_names()
+    assert len(names) == 3
+    shown = runner.invoke(main, ["queue", "show", "hot", "--cluster", "--json"], env=env)
+    assert shown.exit_code == 0, shown.output
+    assert '"shards": 3' in shown.output
+    table = runner.invoke(main, ["queue", "show", "hot", "--cluster"], env=env)
+    assert ", ".join(names) in table.output
+    refused = runner.invoke(main, ["queue", "create", "cold", "--shards", "33", "--cluster"], env=env)
+    assert refused.exit_code != 0 and "33" in refused.output
+    client.close()

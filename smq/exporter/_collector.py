@@ -165,7 +165,9 @@ def _queue_families(snapshot: _Snapshot) -> Iterator[Any]:
         "Messages in the queue's dead-letter queue (visible, in flight and delayed).",
         labels=["queue", "dead_letter_queue"],
     )
-    limit = gauge("smq_queue_in_flight_limit", "The most messages the queue lets be in flight.")
+    limit = gauge(
+        "smq_queue_in_flight_limit", "The most messages the queue lets be in flight (over all its shards)."
+    )
     used = gauge("smq_queue_in_flight_limit_used_ratio", "Messages in flight over the in-flight limit.")
     settings = {
         "visibility_timeout": gauge("smq_queue_visibility_timeout_seconds", "Default visibility timeout."),
@@ -200,8 +202,9 @@ def _queue_families(snapshot: _Snapshot) -> Iterator[Any]:
         moving.add_metric(label, info.moving)
         oldest.add_metric(label, info.oldest_age or 0.0)
         config = info.config
-        limit.add_metric(label, config.inflight_limit)
-        used.add_metric(label, info.in_flight / config.inflight_limit)
+        # Each shard of a sharded queue has the limit.
+        limit.add_metric(label, config.inflight_limit * config.shards)
+        used.add_metric(label, info.in_flight / (config.inflight_limit * config.shards))
         for field, family in settings.items():
             family.add_metric(label, getattr(config, field))
         policy = config.redrive_policy
