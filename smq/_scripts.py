@@ -181,7 +181,9 @@ class ScriptRunner:
         try:
             return self._send(command, slot, wait)
         except NoScriptError:
-            self._redis.script_load(source.text)
+            # Load it on that node only: a cluster client's SCRIPT LOAD goes to every
+            # primary and fails while any of them is down, when the others could serve.
+            self._send(("SCRIPT", "LOAD", source.text), slot, None)
             return self._send(command, slot, wait)
 
     def write(self, key: str, *command: Any) -> Any:

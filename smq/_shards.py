@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import threading
 import time
 import zlib
@@ -34,7 +35,7 @@ from redis.cluster import RedisCluster, key_slot
 
 from ._batch import failure
 from ._config import QueueInfo, is_fifo_name
-from ._errors import SmqError
+from ._errors import SmqError, Unavailable
 from ._keys import QueueKeys
 from ._message import BatchFailure, BatchResult, Message, SendEntry, SendResult, receipt_queue
 from ._names import FIFO_SUFFIX
@@ -45,6 +46,8 @@ from ._send import send_messages
 if TYPE_CHECKING:
     from ._client import Client
     from ._queue import Queue
+
+log = logging.getLogger("smq.shards")
 
 SHARD_NAMES = "shard_names"
 """The main queue's ``meta`` field listing shards 1 to N-1, space-separated."""
@@ -135,24 +138,45 @@ def _index(key: str, count: int) -> int:
 def send(
     layouts: Layouts, shards: Sequence[Queue], entries: Sequence[SendEntry], *, single: bool
 ) -> BatchResult[SendResult]:
-    """Send ``entries`` (checked as a batch already) to the shards they map to."""
+    """Send ``entries`` (checked as a batch already) to the shards they map to.
+
+    Entries with no group or deduplication id may go to any shard: when
+    theirs is unavailable (the call surely did not run there, say while its
+    primary fails over), they go to the next.
+    """
     count = len(shards)
     turn = layouts.turn() % count
-    by_shard: dict[int, list[SendEntry]] = {}
+    by_shard: dict[tuple[int, bool], list[SendEntry]] = {}
     for entry in entries:
         key = entry.message_group_id if shards[0].fifo else entry.deduplication_id
-        index = _index(key, count) if isinstance(key, str) and key else turn
-        by_shard.setdefault(index, []).append(entry)
+        place = (_index(key, count), False) if isinstance(key, str) and key else (turn, True)
+        by_shard.setdefault(place, []).append(entry)
     if len(by_shard) == 1:
-        ((index, chosen),) = by_shard.items()
-        return send_messages(shards[index], chosen, single=single)
+        ((place, chosen),) = by_shard.items()
+        return _send_to(shards, place, chosen, single)
     successful: list[SendResult] = []
     failed: list[BatchFailure] = []
-    for index, chosen in by_shard.items():
-        result = send_messages(shards[index], chosen, single=single)
+    for place, chosen in by_shard.items():
+        result = _send_to(shards, place, chosen, single)
         successful += result.successful
         failed += result.failed
     return BatchResult(successful, failed)
+
+
+def _send_to(
+    shards: Sequence[Queue], place: tuple[int, bool], entries: list[SendEntry], single: bool
+) -> BatchResult[SendResult]:
+    index, movable = place
+    others = len(shards) - 1 if movable else 0
+    for step in range(others):
+        shard = shards[(index + step) % len(shards)]
+        try:
+            return send_messages(shard, entries, single=single)
+        except Unavailable as error:
+            log.warning(
+                "shard %r of queue %r unavailable, sending to the next: %s", shard.name, shard._home, error
+            )
+    return send_messages(shards[(index + others) % len(shards)], entries, single=single)
 
 
 def receive_now(
@@ -166,20 +190,36 @@ def receive_now(
     count = len(shards)
     start = _index(attempt_id, count) if attempt_id else layouts.turn() % count
     next_due_ms = -1
-    wait_ms = 0
+    wait_ms = -1
     over_limit = True
+    unavailable: Unavailable | None = None
     for step in range(count):
         shard = shards[(start + step) % count]
-        messages, due_ms, shard_wait_ms, shard_over = shard._receive_now(
-            max_messages, visibility_ms, attempt_id
-        )
-        if step == 0:
+        try:
+            messages, due_ms, shard_wait_ms, shard_over = shard._receive_now(
+                max_messages, visibility_ms, attempt_id
+            )
+        except Unavailable as error:
+            # Nothing ran there (its primary may be failing over): the other shards still serve.
+            log.warning(
+                "shard %r of queue %r unavailable, receiving from the others: %s",
+                shard.name,
+                shard._home,
+                error,
+            )
+            unavailable = unavailable or error
+            continue
+        if wait_ms < 0:
             wait_ms = shard_wait_ms  # the queue's setting: the same on every shard
         if messages:
             return messages, due_ms, wait_ms, False
         over_limit = over_limit and shard_over
         if due_ms >= 0:
             next_due_ms = due_ms if next_due_ms < 0 else min(next_due_ms, due_ms)
+    if wait_ms < 0 and unavailable is not None:
+        raise unavailable  # no shard answered
+    if unavailable is not None and next_due_ms < 0:
+        next_due_ms = 1000  # a long poll looks again within a second, for the shard that did not answer
     return [], next_due_ms, wait_ms, over_limit
 
 

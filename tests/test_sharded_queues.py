@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -377,3 +378,40 @@ def test_the_command_line_creates_and_shows_a_sharded_queue(redis_cluster: Embed
     refused = runner.invoke(main, ["queue", "create", "cold", "--shards", "33", "--cluster"], env=env)
     assert refused.exit_code != 0 and "33" in refused.output
     client.close()
+
+
+def test_sends_and_receives_go_on_while_one_shards_primary_is_down(tmp_path: Path) -> None:
+    # A long node timeout and partial coverage: the cluster keeps serving the other slots
+    # while one primary is gone, as it does in the seconds before a failover.
+    with EmbeddedCluster(
+        tmp_path, masters=3, node_timeout_ms=60_000, config=["cluster-require-full-coverage no"]
+    ) as cluster:
+        client = smq.Client(settings=smq.Settings(url=cluster.url, cluster=True))
+        queue = client.create_queue("hot", shards=3)
+        for i in range(6):
+            queue.send(f"before{i}")
+        lost_shard = queue._shards()[1]
+        stranded = {m.body for m in lost_shard.peek(limit=100)}
+        assert len(stranded) == 2
+        port = owner(client, lost_shard.name).rpartition(":")[2]
+        (lost_node,) = [node for node in cluster.nodes if str(node.port) == port]
+        assert lost_node.process is not None
+        lost_node.process.kill()
+        lost_node.process.wait(10)
+        # The client's open connection to that node breaks on its next call: a call that may
+        # have run (OutcomeUnknown). From then on, connections are refused: nothing ran.
+        with pytest.raises((smq.OutcomeUnknown, smq.Unavailable)):
+            lost_shard.send("on the old connection")
+        for i in range(12):
+            queue.send(f"during{i}")
+        result = queue.send_batch([smq.SendEntry(str(i), f"batch{i}") for i in range(10)])
+        assert len(result.successful) == 10
+        with pytest.raises(smq.Unavailable):
+            lost_shard.send("straight to the lost shard")  # what the queue's sends went around
+        got = drain(queue)  # the first receives since the kill: the script is loaded where it runs
+        expected = {f"before{i}" for i in range(6)} - stranded
+        expected |= {f"during{i}" for i in range(12)} | {f"batch{i}" for i in range(10)}
+        assert sorted(m.body for m in got) == sorted(expected)
+        for message in got:
+            assert queue.delete(message)
+        client.close()
