@@ -55,6 +55,7 @@ SHARD_OF = "shard_of"
 """A shard's ``meta`` field naming the queue it belongs to."""
 LAYOUT_TTL = 10.0
 """Seconds a client trusts what it read of a queue's shards."""
+_RETRY_READ = 1.0  # seconds until a read that found the first shard's node down is tried again
 _PLACEMENT_TRIES = 500
 _MAX_KNOWN = 10_000
 
@@ -73,13 +74,24 @@ class Layouts:
         found = self._known.get(queue.name)
         if found is not None and found[0] > time.monotonic():
             return found[1]
-        names = self.read(queue.name)
+        try:
+            names = self.read(queue.name)
+        except Unavailable:
+            if found is None:
+                raise
+            # The first shard's node is down (failing over?): the shards are fixed at
+            # creation, so keep what was read and let the other shards serve.
+            self._remember(queue.name, found[1], _RETRY_READ)
+            return found[1]
         shards = tuple(type(queue)(self._client, name, home=queue.name) for name in names) if names else ()
+        self._remember(queue.name, shards, LAYOUT_TTL)
+        return shards
+
+    def _remember(self, name: str, shards: tuple[Queue, ...], seconds: float) -> None:
         with self._lock:
             if len(self._known) >= _MAX_KNOWN:
                 self._known.clear()
-            self._known[queue.name] = (time.monotonic() + LAYOUT_TTL, shards)
-        return shards
+            self._known[name] = (time.monotonic() + seconds, shards)
 
     def read(self, name: str) -> list[str]:
         """The names of every shard of queue ``name`` from Redis, itself first; [] if unsharded."""
