@@ -447,6 +447,17 @@ class Client:
             self._check_redis()
         return self._at_boundary(what, queue, self._scripts.write, key, *command)
 
+    def _read(self, what: str, queue: str, key: str, *command: Any) -> Any:
+        """Send one command that only reads ``key``; no answer is Unavailable (it changed nothing)."""
+        if not self._checked:
+            self._check_redis()
+        try:
+            return self._scripts.read(key, *command)
+        except (RedisConnectionError, RedisTimeoutError, *_REFUSED) as error:
+            raise Unavailable(f"{what} of queue {queue!r}: {error}") from error
+        except RedisError as error:
+            raise BackendError(f"{what} of queue {queue!r}: {error}") from error
+
     def _at_boundary(self, what: str, queue: str, function: Any, *args: Any) -> Any:
         try:
             return function(*args)

@@ -50,6 +50,7 @@ from ._scripts import text_pairs
 from ._send import send_messages, send_one
 from ._sources import note_source
 from ._tags import check_tag_keys, check_tags
+from ._wakeup import SHARD_CONFIRM_TIMEOUT
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -225,9 +226,12 @@ class Queue:
     ) -> list[Message]:
         waker = self._client._waker
         channels = self.wake_channels()
+        sharded = len(channels) > 1
         with contextlib.ExitStack() as watching:
             for channel in channels:
-                watching.enter_context(waker.watch(channel, deadline))
+                # A shard whose node is down must not fail the poll: go on without its channel.
+                confirm_by = min(deadline, time.monotonic() + SHARD_CONFIRM_TIMEOUT) if sharded else deadline
+                watching.enter_context(waker.watch(channel, confirm_by))
             while True:
                 seen = {channel: waker.count(channel) for channel in channels}
                 if stop is not None and stop():
@@ -242,6 +246,8 @@ class Queue:
                     # A timeout or delay falls due then (by the Redis clock);
                     # the small margin lets it pass on the server too.
                     remaining = min(remaining, next_due_ms / 1000 + 0.002)
+                if sharded and not waker.confirmed(channels):
+                    remaining = min(remaining, SHARD_CONFIRM_TIMEOUT)
                 woken = waker.wait_any(seen, remaining)
                 if not woken and time.monotonic() >= deadline:
                     return []

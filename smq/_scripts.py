@@ -186,6 +186,10 @@ class ScriptRunner:
             self._send(("SCRIPT", "LOAD", source.text), slot, None)
             return self._send(command, slot, wait)
 
+    def read(self, key: str, *command: Any) -> Any:
+        """Send one command that only reads ``key``, to its node, on the scripts' connection."""
+        return self._send(command, key_slot(key.encode()), None)
+
     def write(self, key: str, *command: Any) -> Any:
         """Send one command that changes ``key`` to its node, and wait as scripts do."""
         return self._send(command, key_slot(key.encode()), self.wait)

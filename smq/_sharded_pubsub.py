@@ -7,22 +7,33 @@ listener (``smq._wakeup.Waker``) the interface it uses of a redis-py
 ``PubSub`` (``subscribe``, ``unsubscribe``, ``get_message``, ``close``) over
 one ``SSUBSCRIBE`` connection per node, read together. Messages come as a
 plain subscriber's (``subscribe``, ``message``), so the listener does not
-tell the two apart. A broken connection, or a slot that moved, raises from
-``get_message`` or ``subscribe``; the listener then makes a new subscriber,
-which reads the slot map afresh.
+tell the two apart.
+
+A node that cannot be reached costs only its own channels: they wait, and
+are subscribed again every half second (on whichever node then serves their
+slot, read afresh), while the other nodes' channels go on. Each channel of a
+lost connection gets one wake-up (a notification may have been missed), and
+its next confirmation comes when it is subscribed again. A sharded queue's
+long poll watches one channel per shard, so one primary down must not keep
+wake-ups of the others (or of other queues) away.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import logging
 import os
 import select
 import threading
 import time
 from typing import Any
 
-from redis.exceptions import ConnectionError, RedisClusterException
+from redis.exceptions import ConnectionError, RedisClusterException, RedisError
 
+log = logging.getLogger("smq.wakeup")
+
+_RETRY_SECONDS = 0.5
 _KINDS = {"ssubscribe": "subscribe", "sunsubscribe": "unsubscribe", "smessage": "message"}
 
 
@@ -34,36 +45,83 @@ class ShardedSubscriber:
         self._lock = threading.Lock()
         self._by_node: dict[str, Any] = {}  # node name -> its redis-py PubSub
         self._node_of: dict[str, str] = {}  # channel -> node name
+        self._pending: set[str] = set()  # channels whose node could not be reached
+        self._retry_at = 0.0
+        self._lost: collections.deque[str] = collections.deque()  # channels owed a wake-up
         # Written when a node joins, so that a reader waiting on the others looks again.
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         # A new subscriber (after a lost connection: a failover?) starts from the current slot
-        # map; if it cannot be read now, subscribe fails and the listener tries again.
+        # map; if it cannot be read now, subscribing fails and is tried again.
         with contextlib.suppress(Exception):
             cluster.nodes_manager.initialize()
 
     def subscribe(self, channel: str) -> None:
+        self._subscribe_on_node(channel)
+
+    def _subscribe_on_node(self, channel: str) -> bool:
+        name = ""
         try:
             node = self._cluster.get_node_from_key(channel)
-        except RedisClusterException as error:  # no node serves the slot yet
-            raise ConnectionError(f"no node serves {channel}: {error}") from error
-        with self._lock:
-            pubsub = self._by_node.get(node.name)
-            added = pubsub is None
-            if pubsub is None:
-                pubsub = self._cluster.get_redis_connection(node).pubsub(ignore_subscribe_messages=False)
-                self._by_node[node.name] = pubsub
-            self._node_of[channel] = node.name
-        pubsub.ssubscribe(channel)
+            name = node.name
+            with self._lock:
+                pubsub = self._by_node.get(name)
+                added = pubsub is None
+                if pubsub is None:
+                    pubsub = self._cluster.get_redis_connection(node).pubsub(ignore_subscribe_messages=False)
+                    self._by_node[name] = pubsub
+                self._node_of[channel] = name
+                self._pending.discard(channel)
+            pubsub.ssubscribe(channel)
+        except (RedisError, RedisClusterException, OSError) as error:
+            log.warning("subscribe to %s failed (%s); trying again shortly", channel, error)
+            with self._lock:
+                self._pending.add(channel)
+                self._node_of.pop(channel, None)
+            if name:
+                self._lose(name)
+            return False
         if added:
             os.write(self._wake_write, b"n")
+        return True
+
+    def _lose(self, name: str) -> None:
+        """Drop node ``name``'s connection: its channels wait to be subscribed again."""
+        with self._lock:
+            pubsub = self._by_node.pop(name, None)
+            channels = [channel for channel, node in self._node_of.items() if node == name]
+            for channel in channels:
+                del self._node_of[channel]
+                self._pending.add(channel)
+            self._lost.extend(channels)
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                pubsub.close()
+
+    def _retry(self) -> None:
+        with self._lock:
+            if not self._pending or time.monotonic() < self._retry_at:
+                return
+            self._retry_at = time.monotonic() + _RETRY_SECONDS
+            channels = list(self._pending)
+        with contextlib.suppress(Exception):
+            self._cluster.nodes_manager.initialize()  # a failover may have moved the slots
+        for channel in channels:
+            with self._lock:
+                wanted = channel in self._pending  # not unsubscribed meanwhile
+            if wanted:
+                self._subscribe_on_node(channel)
 
     def unsubscribe(self, channel: str) -> None:
         with self._lock:
+            self._pending.discard(channel)
             name = self._node_of.pop(channel, None)
             pubsub = self._by_node.get(name) if name is not None else None
-        if pubsub is not None:
-            pubsub.sunsubscribe(channel)
+        if pubsub is not None and name is not None:
+            try:
+                pubsub.sunsubscribe(channel)
+            except (RedisError, OSError):
+                self._lose(name)
 
     def ping(self) -> None:
         """Prove the cluster answers (the listener's check when it holds no channel)."""
@@ -77,20 +135,32 @@ class ShardedSubscriber:
         deadline = time.monotonic() + timeout
         while True:
             with self._lock:
-                subscribers = list(self._by_node.values())
-            for pubsub in subscribers:
-                message = pubsub.get_message(ignore_subscribe_messages=False, timeout=0)
+                if self._lost:
+                    channel = self._lost.popleft()
+                    return {"type": "message", "channel": channel, "pattern": None, "data": b""}
+                subscribers = list(self._by_node.items())
+                pending = bool(self._pending)
+            for name, pubsub in subscribers:
+                try:
+                    message = pubsub.get_message(ignore_subscribe_messages=False, timeout=0)
+                except (RedisError, OSError) as error:
+                    log.warning("wake channel connection to %s lost (%s); subscribing again", name, error)
+                    self._lose(name)
+                    message = None
                 if message is not None:
                     kind = message["type"]
                     kind = kind.decode() if isinstance(kind, bytes) else kind
                     return {**message, "type": _KINDS.get(kind, kind)}
+            if pending:
+                self._retry()
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            sockets = [p.connection._sock for p in subscribers if p.connection is not None]
-            ready, _, _ = select.select(
-                [self._wake_read, *[s for s in sockets if s is not None]], [], [], left
-            )
+            if pending:
+                left = min(left, _RETRY_SECONDS)
+            sockets = [p.connection._sock for _, p in subscribers if p.connection is not None]
+            readable = [s for s in sockets if s is not None and s.fileno() >= 0]
+            ready, _, _ = select.select([self._wake_read, *readable], [], [], left)
             if self._wake_read in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_read, 4096)
@@ -99,6 +169,7 @@ class ShardedSubscriber:
         with self._lock:
             subscribers, self._by_node = list(self._by_node.values()), {}
             self._node_of.clear()
+            self._pending.clear()
         for pubsub in subscribers:
             with contextlib.suppress(Exception):
                 pubsub.close()

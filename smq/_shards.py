@@ -35,7 +35,7 @@ from redis.cluster import RedisCluster, key_slot
 
 from ._batch import failure
 from ._config import QueueInfo, is_fifo_name
-from ._errors import SmqError, Unavailable
+from ._errors import BackendError, OutcomeUnknown, SmqError, Unavailable
 from ._keys import QueueKeys
 from ._message import BatchFailure, BatchResult, Message, SendEntry, SendResult, receipt_queue
 from ._names import FIFO_SUFFIX
@@ -95,8 +95,8 @@ class Layouts:
 
     def read(self, name: str) -> list[str]:
         """The names of every shard of queue ``name`` from Redis, itself first; [] if unsharded."""
-        client = self._client
-        listed = client._call(client._redis.hget, QueueKeys.of(name).meta, SHARD_NAMES)
+        meta = QueueKeys.of(name).meta
+        listed = self._client._read("reading the shards", name, meta, "HGET", meta, SHARD_NAMES)
         return [name, *listed.decode().split()] if listed else []
 
     def forget(self, name: str) -> None:
@@ -204,15 +204,16 @@ def receive_now(
     next_due_ms = -1
     wait_ms = -1
     over_limit = True
-    unavailable: Unavailable | None = None
+    unavailable: BackendError | None = None
     for step in range(count):
         shard = shards[(start + step) % count]
         try:
             messages, due_ms, shard_wait_ms, shard_over = shard._receive_now(
                 max_messages, visibility_ms, attempt_id
             )
-        except Unavailable as error:
-            # Nothing ran there (its primary may be failing over): the other shards still serve.
+        except (Unavailable, OutcomeUnknown) as error:
+            # Its primary may be failing over: the other shards still serve. A receive that
+            # may have run there leaves its messages to their visibility timeout either way.
             log.warning(
                 "shard %r of queue %r unavailable, receiving from the others: %s",
                 shard.name,

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -30,6 +30,9 @@ from ._fork import reset_after_fork
 log = logging.getLogger("smq.wakeup")
 
 _CONFIRM_TIMEOUT = 5.0
+SHARD_CONFIRM_TIMEOUT = 1.0
+"""How long a sharded queue's poll waits for each shard's subscription before it goes on
+without it (that shard's node may be down): it then looks again every second instead."""
 _RECONNECT_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0)
 
 
@@ -118,6 +121,11 @@ class Waker:
                 if last and pubsub is not None:
                     with contextlib.suppress(RedisError, OSError, AttributeError):
                         pubsub.unsubscribe(channel)
+
+    def confirmed(self, channels: Iterable[str]) -> bool:
+        """True when Redis confirmed the subscription of every one of ``channels``."""
+        with self._cond:
+            return all(self._is_confirmed(channel) for channel in channels)
 
     def _is_confirmed(self, channel: str) -> bool:
         sent = self._sent.get(channel, 0)

@@ -53,6 +53,9 @@ class _DroppingServer:
                         continue
                 if not data or b"EVALSHA" in data.upper():
                     break
+                if b"HGET" in data.upper():  # which shards the queue has: none
+                    conn.sendall(b"$-1\r\n")
+                    continue
                 # The connection's handshake: HELLO (a map, as Redis 6+ answers it), CLIENT SETINFO.
                 hello = b"%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n"
                 conn.sendall(hello if b"HELLO" in data.upper() else b"+OK\r\n")

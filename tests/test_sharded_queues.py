@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,6 +16,7 @@ from redis.cluster import RedisCluster, key_slot
 
 import smq
 from conftest import _fresh_cluster, _fresh_real, raw
+from http_support import Server, json_client
 from smq import _shards
 from smq._keys import QueueKeys
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
@@ -420,3 +422,66 @@ def test_sends_and_receives_go_on_while_one_shards_primary_is_down(
         for message in got:
             assert queue.delete(message)
         client.close()
+
+
+def _woken_within(queue: smq.Queue, send: Callable[[], object], wait: int = 10) -> float:
+    """Seconds a waiting receive on ``queue`` took to return what ``send`` sent 0.3 s after it began."""
+    got: list[list[smq.Message]] = []
+    waiting = threading.Thread(target=lambda: got.append(queue.receive(1, wait_time_seconds=wait)))
+    started = time.monotonic()
+    waiting.start()
+    time.sleep(0.3)
+    send()
+    waiting.join(wait + 10)
+    assert got and len(got[0]) == 1, "the poll returned nothing"
+    queue.delete(got[0][0])
+    return time.monotonic() - started
+
+
+def test_long_polls_are_woken_while_one_shards_primary_is_down(tmp_path: Path) -> None:
+    with EmbeddedCluster(
+        tmp_path, masters=3, node_timeout_ms=60_000, config=["cluster-require-full-coverage no"]
+    ) as cluster:
+        client = smq.Client(settings=smq.Settings(url=cluster.url, cluster=True))
+        producer = smq.Client(settings=smq.Settings(url=cluster.url, cluster=True))
+        sharded = client.create_queue("hot", shards=3)
+        lost_shard = sharded._shards()[1]
+        lost_owner = owner(client, lost_shard.name)
+        plain_name = next(f"plain{i}" for i in range(100) if owner(client, f"plain{i}") != lost_owner)
+        plain = client.create_queue(plain_name)
+        live_shard = next(s for s in sharded._shards() if owner(client, s.name) != lost_owner)
+        assert _woken_within(plain, lambda: producer.queue(plain_name).send("x")) < 3
+        server = Server(cluster.url, "--no-auth", "--cluster")
+        sqs = json_client(server.url)
+        hot_url = sqs.get_queue_url(QueueName="hot")["QueueUrl"]
+        assert sqs.receive_message(QueueUrl=hot_url, WaitTimeSeconds=1).get("Messages") is None
+        (lost_node,) = [n for n in cluster.nodes if lost_owner.endswith(f":{n.port}")]
+        assert lost_node.process is not None
+        lost_node.process.kill()
+        lost_node.process.wait(10)
+        time.sleep(1.5)  # the client's wake-up connection to that node breaks meanwhile
+        other = producer.queue("hot")._shards()[sharded.shard_names().index(live_shard.name)]
+        for _ in range(2):
+            # A poll of the sharded queue watches the lost shard's channel too; it must not
+            # keep the wake-ups of the other shards, nor of other queues, from arriving.
+            assert _woken_within(sharded, lambda: other.send("y")) < 3
+            assert _woken_within(plain, lambda: producer.queue(plain_name).send("x")) < 3
+        # The same through `smq serve`: its polls park on every shard's channel.
+        for _ in range(2):
+            replies: list[dict[str, Any]] = []
+            waiting = threading.Thread(
+                target=lambda replies=replies: replies.append(
+                    sqs.receive_message(QueueUrl=hot_url, WaitTimeSeconds=15)
+                )
+            )
+            started = time.monotonic()
+            waiting.start()
+            time.sleep(0.5)
+            other.send("z")
+            waiting.join(30)
+            assert [m["Body"] for m in replies[0].get("Messages", [])] == ["z"], server.logs()[-2000:]
+            assert time.monotonic() - started < 4
+            sqs.delete_message(QueueUrl=hot_url, ReceiptHandle=replies[0]["Messages"][0]["ReceiptHandle"])
+        server.stop()
+        client.close()
+        producer.close()

@@ -29,6 +29,7 @@ from .._client import Client
 from .._errors import Status, error_for
 from .._message import Message
 from .._queue import Queue
+from .._wakeup import SHARD_CONFIRM_TIMEOUT
 
 Call = Callable[..., Awaitable[Any]]
 
@@ -99,10 +100,11 @@ class LongPolls:
     async def _poll(
         self, queue: Queue, max_messages: int, visibility_ms: int, deadline: float, attempt_id: str = ""
     ) -> list[Message]:
+        names = queue.wake_channels()
+        sharded = len(names) > 1
         async with contextlib.AsyncExitStack() as stack:
             channels = [
-                await stack.enter_async_context(self._watching(name, deadline))
-                for name in queue.wake_channels()
+                await stack.enter_async_context(self._watching(name, deadline, sharded)) for name in names
             ]
             while True:
                 if self._closing:
@@ -122,6 +124,8 @@ class LongPolls:
                     continue
                 if next_due_ms >= 0:
                     self._arm(channels[0], now + next_due_ms / 1000 + _DUE_MARGIN)
+                if sharded and not self._client._waker.confirmed(names):
+                    self._arm(channels[0], now + SHARD_CONFIRM_TIMEOUT)  # a shard's node may be down
                 await self._park(channels, deadline)
 
     async def _park(self, channels: list[_Channel], deadline: float) -> None:
@@ -193,14 +197,17 @@ class LongPolls:
             self._wake(found, 1)
 
     @contextlib.asynccontextmanager
-    async def _watching(self, name: str, deadline: float) -> AsyncIterator[_Channel]:
+    async def _watching(self, name: str, deadline: float, sharded: bool) -> AsyncIterator[_Channel]:
         channel = self._channels.get(name) or self._channels.setdefault(name, _Channel())
         channel.watchers += 1
         try:
             async with channel.lock:
                 if channel.watch is None:
                     # The core waker counts in time.monotonic, as the loop does.
-                    watch = self._client._waker.watch(name, time.monotonic() + (deadline - self._loop.time()))
+                    confirm_by = time.monotonic() + (deadline - self._loop.time())
+                    if sharded:  # a shard whose node is down must not fail the poll
+                        confirm_by = min(confirm_by, time.monotonic() + SHARD_CONFIRM_TIMEOUT)
+                    watch = self._client._waker.watch(name, confirm_by)
                     await self._call(watch.__enter__)
                     channel.watch = watch
             yield channel
