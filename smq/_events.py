@@ -91,10 +91,18 @@ def read_events(client: Client, keys: QueueKeys, after: str, limit: int) -> list
     if not isinstance(after, str) or not _is_position(after):
         raise InvalidParameter(f"after must be '-' or an event id such as '1700000000000-0', not {after!r}")
     low = "-" if after == "-" else f"({after}"
-    entries = client._call(client._redis.xrange, keys.events, low, "+", count=limit)
-    if not entries and not client.queue_exists(keys.name):
+    return [
+        event_of(keys.name, text(entry_id), fields)
+        for entry_id, fields in read_stream(client, keys, low, limit)
+    ]
+
+
+def read_stream(client: Client, keys: QueueKeys, low: str, limit: int) -> list[tuple[Any, Any]]:
+    """Up to ``limit`` raw entries of the queue's event stream from ``low`` (an XRANGE start) on."""
+    entries: list[tuple[Any, Any]] = client._call(client._redis.xrange, keys.events, low, "+", count=limit)
+    if not entries and not client._call(client._redis.exists, keys.meta):
         raise QueueDoesNotExist(f"queue {keys.name!r} does not exist")
-    return [_event(keys.name, entry_id, fields) for entry_id, fields in entries]
+    return entries
 
 
 def event_pages(queue: Queue, size: int = MAX_EVENTS_PAGE) -> Iterator[list[Event]]:
@@ -116,11 +124,12 @@ def _is_position(after: str) -> bool:
     return bool(dash) and ms.isdigit() and seq.isdigit() and ms.isascii() and seq.isascii()
 
 
-def _event(queue: str, entry_id: Any, fields: Mapping[Any, Any]) -> Event:
+def event_of(queue: str, event_id: str, fields: Mapping[Any, Any]) -> Event:
+    """The Event of stream entry ``fields``, under ``event_id``."""
     values = {text(key): text(value) for key, value in fields.items()}
     return Event(
         queue=queue,
-        event_id=text(entry_id),
+        event_id=event_id,
         kind=values.get("e", ""),
         message_id=values.get("m", ""),
         receive_count=int(values.get("n") or 0),

@@ -487,8 +487,12 @@ class Queue:
         the oldest kept) or the ``event_id`` of the last event of the previous
         page, to read on; a page shorter than ``limit`` is the end, for now.
         Changes nothing. Raises InvalidParameter or QueueDoesNotExist.
-        Of a sharded queue: the events of its first shard only.
+        Of a sharded queue: the events of all its shards, in one order; an
+        event's id then ends in its shard's index (``<ms>-<seq>-<shard>``).
         """
+        shards = self._shards()
+        if shards:
+            return sharded.events(self, shards, after, limit)
         return read_events(self._client, self.keys, after, limit)
 
     def set_attributes(self, **settings: Any) -> None:

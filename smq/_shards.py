@@ -34,13 +34,15 @@ from typing import TYPE_CHECKING, Any
 from redis.cluster import RedisCluster, key_slot
 
 from ._batch import failure
-from ._config import QueueInfo, is_fifo_name
-from ._errors import BackendError, OutcomeUnknown, SmqError, Unavailable
+from ._config import QueueInfo, check_int, is_fifo_name
+from ._errors import BackendError, InvalidParameter, OutcomeUnknown, SmqError, Unavailable
+from ._events import MAX_EVENTS_PAGE, Event, event_of, read_stream
 from ._keys import QueueKeys
 from ._message import BatchFailure, BatchResult, Message, SendEntry, SendResult, receipt_queue
 from ._names import FIFO_SUFFIX
 from ._peek import PeekedMessage, check_peek
 from ._peek import peek as peek_one
+from ._scripts import text
 from ._send import send_messages
 
 if TYPE_CHECKING:
@@ -313,3 +315,41 @@ def peek(queue: Queue, shards: Sequence[Queue], state: str, limit: int, offset: 
         if limit <= 0:
             break
     return found
+
+
+def events(queue: Queue, shards: Sequence[Queue], after: str, limit: int) -> list[Event]:
+    """The shards' event streams as one, ordered by (stream id, shard): ``Queue.events``.
+
+    An event's id is ``<ms>-<seq>-<shard>`` (its stream id, then its shard's
+    index), so ids stay unique and ``after`` says where to go on in every
+    shard: after that id in the shards up to its own, from it in the later ones.
+    """
+    check_int("limit", limit, 1, MAX_EVENTS_PAGE)
+    position = _event_position(after)
+    found: list[tuple[int, int, int, Any, Any]] = []
+    for index, shard in enumerate(shards):
+        if position is None:
+            low = "-"
+        else:
+            ms, seq, at = position
+            low = f"({ms}-{seq}" if index <= at else f"{ms}-{seq}"
+        for entry_id, fields in read_stream(shard._client, shard.keys, low, limit):
+            ms_text, _, seq_text = text(entry_id).partition("-")
+            found.append((int(ms_text), int(seq_text), index, entry_id, fields))
+    found.sort(key=lambda entry: entry[:3])
+    return [
+        event_of(queue.name, f"{ms}-{seq}-{index}", fields) for ms, seq, index, _, fields in found[:limit]
+    ]
+
+
+def _event_position(after: object) -> tuple[int, int, int] | None:
+    if after == "-":
+        return None
+    parts = after.split("-") if isinstance(after, str) else []
+    if len(parts) == 2:
+        parts.append("-1")  # a plain stream id: after it in every shard
+    if len(parts) != 3 or not all(part.lstrip("-").isdigit() and part.isascii() for part in parts):
+        raise InvalidParameter(
+            f"after must be '-' or an event id of this queue such as '1700000000000-0-1', not {after!r}"
+        )
+    return int(parts[0]), int(parts[1]), int(parts[2])

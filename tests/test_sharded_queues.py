@@ -485,3 +485,29 @@ def test_long_polls_are_woken_while_one_shards_primary_is_down(tmp_path: Path) -
         server.stop()
         client.close()
         producer.close()
+
+
+def test_the_event_streams_of_the_shards_read_as_one(client: smq.Client) -> None:
+    queue = client.create_queue("hot", shards=3, event_stream_max_len=1000)
+    for i in range(30):
+        queue.send(f"m{i}")
+    for message in drain(queue):
+        queue.delete(message)
+    everything = queue.events()
+    assert Counter(e.kind for e in everything) == {"sent": 30, "received": 30, "deleted": 30}
+    assert {e.event_id.rsplit("-", 1)[1] for e in everything} == {"0", "1", "2"}
+    assert {e.queue for e in everything} == {"hot"}
+    order = [(int(a), int(b), int(c)) for a, b, c in (e.event_id.split("-") for e in everything)]
+    assert order == sorted(order)
+    for message_id in {e.message_id for e in everything}:
+        kinds = [e.kind for e in everything if e.message_id == message_id]
+        assert kinds == ["sent", "received", "deleted"]
+    for size in (1, 7, 30):  # pages of any size go on where the last ended: each event once
+        paged: list[smq.Event] = []
+        after = "-"
+        while page := queue.events(after=after, limit=size):
+            paged += page
+            after = page[-1].event_id
+        assert [e.event_id for e in paged] == [e.event_id for e in everything]
+    with pytest.raises(smq.InvalidParameter):
+        queue.events(after="junk")
