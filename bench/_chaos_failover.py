@@ -13,6 +13,9 @@ Two topologies, each with or without waiting for replicas:
   kill: SIGKILL the primary of the queue's slot, wait until its replica has
   taken the slot over, start the killed node again (it rejoins as the new
   primary's replica) and wait until it has caught up.
+- ``cluster-sharded-failover``: the same cluster, the queue in 3 shards (one
+  per primary); each kill takes the primary of the next shard in turn, so
+  every shard fails over once in three kills.
 
 A suffix ``-wait1`` or ``-wait2`` sets ``wait_replicas`` for every client:
 the producers (Python client threads, and one boto3 thread through `smq
@@ -47,18 +50,23 @@ from _chaos import (
 )
 from _chaos_ledger import LedgerWriter, check, read_ledger
 from _chaos_procs import Fleet, ServeProcess
+from redis.cluster import key_slot
 
 import smq
+from smq._keys import QueueKeys
 from smq.embedded import EmbeddedCluster, EmbeddedRedis, EmbeddedSentinel
 
-TOPOLOGIES = ("sentinel-failover", "cluster-failover")
+TOPOLOGIES = ("sentinel-failover", "cluster-failover", "cluster-sharded-failover")
 FAILOVER_SCENARIOS = (
     "sentinel-failover",
     "sentinel-failover-wait1",
     "sentinel-failover-wait2",
     "cluster-failover",
     "cluster-failover-wait1",
+    "cluster-sharded-failover",
+    "cluster-sharded-failover-wait1",
 )
+SHARDS = 3
 VISIBILITY = 5
 CLUSTER_NODE_TIMEOUT_MS = 1500
 _FAILOVER_TIMEOUT = 60.0
@@ -111,6 +119,10 @@ def _caught_up(node: EmbeddedRedis) -> bool:
     return info.get("role") == "slave" and info.get("master_link_status") == "up"
 
 
+def _slot(queue: str) -> int:
+    return int(key_slot(QueueKeys.of(queue).meta.encode()))
+
+
 class _SentinelTopology:
     def __init__(self, folder: Path, options: Options) -> None:
         self.deployment = EmbeddedSentinel(
@@ -161,11 +173,16 @@ class _ClusterTopology:
         ).start()
         self.url = self.cluster_nodes.url
         self.cluster = True
-        with self.cluster_nodes.nodes[0].client() as connection:
-            self.slot = int(connection.execute_command("CLUSTER KEYSLOT", QUEUE))
+        self.slots = [_slot(QUEUE)]  # the queue's; of a sharded queue, each shard's (see aim)
+        self.kills = 0
+
+    def aim(self, shard_names: list[str]) -> None:
+        """Kill the primaries of these queues' (shards') slots in turn."""
+        self.slots = [_slot(name) for name in shard_names]
 
     def _primary_port(self) -> int | None:
-        """The port of the primary serving the queue's slot, as a live node sees it."""
+        """The port of the primary serving the slot of the shard to kill next, as a live node sees it."""
+        slot = self.slots[self.kills % len(self.slots)]
         for node in self.cluster_nodes.nodes:
             if node.process is None or node.process.poll() is not None:
                 continue
@@ -176,9 +193,7 @@ class _ClusterTopology:
                 continue
             for shard in shards:
                 ranges = shard[b"slots"]
-                if not any(
-                    low <= self.slot <= high for low, high in zip(ranges[::2], ranges[1::2], strict=True)
-                ):
+                if not any(low <= slot <= high for low, high in zip(ranges[::2], ranges[1::2], strict=True)):
                     continue
                 for entry in shard[b"nodes"]:
                     if entry[b"role"] == b"master" and entry[b"health"] == b"online":
@@ -198,6 +213,7 @@ class _ClusterTopology:
         _restart(node)  # its nodes.conf names it; the cluster tells it it is a replica now
         _until(lambda: _caught_up(node), 60, "the restarted node to follow the new primary")
         assert self._primary_port() == new
+        self.kills += 1
         return killed_at
 
     def stop(self) -> None:
@@ -211,11 +227,12 @@ def run_failover(scenario: str, folder: Path, options: Options) -> Result:
     topology = (_SentinelTopology if topology_name == "sentinel-failover" else _ClusterTopology)(
         folder, options
     )
+    shards = SHARDS if topology_name == "cluster-sharded-failover" else 1
     ledger = LedgerWriter(folder / "ledger.jsonl")
     settings = smq.Settings(url=topology.url, cluster=topology.cluster, wait_replicas=wait)
     client = smq.Client(settings=settings)
     try:
-        return _run(scenario, wait, folder, options, topology, client, ledger)
+        return _run(scenario, wait, folder, options, topology, client, ledger, shards)
     finally:
         client.close()
         ledger.close()
@@ -230,9 +247,14 @@ def _run(
     topology: _SentinelTopology | _ClusterTopology,
     client: smq.Client,
     ledger: LedgerWriter,
+    shards: int,
 ) -> Result:
     visibility = options.visibility_timeout or VISIBILITY
-    queue = client.create_queue(QUEUE, visibility_timeout=visibility, event_stream_max_len=EVENTS_MAX)
+    queue = client.create_queue(
+        QUEUE, visibility_timeout=visibility, event_stream_max_len=EVENTS_MAX, shards=shards
+    )
+    if isinstance(topology, _ClusterTopology):
+        topology.aim(queue.shard_names())
     chance = random.Random(options.seed)
     producers, consumers = _Threads(), _Threads()
     connect = ["--cluster"] if topology.cluster else []

@@ -217,7 +217,7 @@ def receive_now(
             # Its primary may be failing over: the other shards still serve. A receive that
             # may have run there leaves its messages to their visibility timeout either way.
             log.warning(
-                "shard %r of queue %r unavailable, receiving from the others: %s",
+                "shard %r of queue %r did not answer, receiving from the others: %s",
                 shard.name,
                 shard._home,
                 error,
