@@ -86,7 +86,7 @@ class Queue:
             return ()  # a shard is one queue
         return self._client._layouts.shards(self)
 
-    def wake_channels(self) -> list[str]:
+    def _wake_channels(self) -> list[str]:
         """The Pub/Sub channels that announce this queue's messages: one per shard."""
         return [shard.keys.wake_channel for shard in self._shards()] or [self.keys.wake_channel]
 
@@ -225,12 +225,12 @@ class Queue:
         attempt_id: str = "",
     ) -> list[Message]:
         waker = self._client._waker
-        channels = self.wake_channels()
-        sharded = len(channels) > 1
+        channels = self._wake_channels()
+        several = len(channels) > 1
         with contextlib.ExitStack() as watching:
             for channel in channels:
                 # A shard whose node is down must not fail the poll: go on without its channel.
-                confirm_by = min(deadline, time.monotonic() + SHARD_CONFIRM_TIMEOUT) if sharded else deadline
+                confirm_by = min(deadline, time.monotonic() + SHARD_CONFIRM_TIMEOUT) if several else deadline
                 watching.enter_context(waker.watch(channel, confirm_by))
             while True:
                 seen = {channel: waker.count(channel) for channel in channels}
@@ -246,7 +246,7 @@ class Queue:
                     # A timeout or delay falls due then (by the Redis clock);
                     # the small margin lets it pass on the server too.
                     remaining = min(remaining, next_due_ms / 1000 + 0.002)
-                if sharded and not waker.confirmed(channels):
+                if several and not waker.confirmed(channels):
                     remaining = min(remaining, SHARD_CONFIRM_TIMEOUT)
                 woken = waker.wait_any(seen, remaining)
                 if not woken and time.monotonic() >= deadline:

@@ -343,7 +343,7 @@ def test_every_shard_is_served_by_one_node_of_one_slot(cluster_client: smq.Clien
 def test_single_node_clients_see_no_difference_for_a_queue_of_one_shard(redis_server: EmbeddedRedis) -> None:
     client = _fresh_real(redis_server)
     queue = client.create_queue("plain")
-    assert queue.shard_names() == ["plain"] and queue.wake_channels() == [queue.keys.wake_channel]
+    assert queue.shard_names() == ["plain"] and queue._wake_channels() == [queue.keys.wake_channel]
     queue.send("x")
     assert [m.queue for m in queue.receive()] == ["plain"]
     client.close()

@@ -100,7 +100,7 @@ class LongPolls:
     async def _poll(
         self, queue: Queue, max_messages: int, visibility_ms: int, deadline: float, attempt_id: str = ""
     ) -> list[Message]:
-        names = queue.wake_channels()
+        names = queue._wake_channels()
         sharded = len(names) > 1
         async with contextlib.AsyncExitStack() as stack:
             channels = [
