@@ -31,7 +31,8 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from redis.cluster import RedisCluster, key_slot
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 from ._batch import failure
 from ._config import QueueInfo, check_int, is_fifo_name
@@ -131,7 +132,8 @@ def shard_names(client: Client, name: str, count: int) -> list[str]:
     def owner(queue_name: str) -> str:
         return str(nodes.get_node_from_slot(key_slot(QueueKeys.of(queue_name).meta.encode())).name)
 
-    primaries = sorted(node.name for node in redis_client.get_primaries())
+    cluster: Any = redis_client  # redis-py leaves get_primaries untyped
+    primaries = sorted(node.name for node in cluster.get_primaries())
     first = primaries.index(owner(name)) if owner(name) in primaries else 0
     names = [name]
     for k in range(1, count):
