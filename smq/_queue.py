@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import secrets
 import time
@@ -227,11 +226,7 @@ class Queue:
         waker = self._client._waker
         channels = self._wake_channels()
         several = len(channels) > 1
-        with contextlib.ExitStack() as watching:
-            for channel in channels:
-                # A shard whose node is down must not fail the poll: go on without its channel.
-                confirm_by = min(deadline, time.monotonic() + SHARD_CONFIRM_TIMEOUT) if several else deadline
-                watching.enter_context(waker.watch(channel, confirm_by))
+        with waker.watch(channels, deadline):
             while True:
                 seen = {channel: waker.count(channel) for channel in channels}
                 if stop is not None and stop():

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -80,12 +80,40 @@ class Waker:
                 self._listeners.remove(callback)
 
     @contextlib.contextmanager
-    def watch(self, channel: str, deadline: float) -> Iterator[None]:
-        """Keep ``channel`` subscribed (and confirmed) inside the block.
+    def watch(self, channels: str | Sequence[str], deadline: float) -> Iterator[None]:
+        """Keep ``channels`` (one, or a sharded queue's one per shard) subscribed inside the block.
 
-        Waits for the confirmation until ``deadline`` (time.monotonic), or
-        five seconds at the most, which raises BackendError.
+        Subscribes them all, then waits for the confirmations until ``deadline``
+        (time.monotonic), or five seconds at the most: one channel still not
+        confirmed then raises BackendError. Of several, the block goes on after
+        ``SHARD_CONFIRM_TIMEOUT`` at the most without those not confirmed (their
+        node may be down; ``confirmed`` tells): the poll looks again every second.
         """
+        names = [channels] if isinstance(channels, str) else list(channels)
+        several = len(names) > 1
+        entered: list[str] = []
+        try:
+            for name in names:
+                self._add_watcher(name)
+                entered.append(name)
+            wait = SHARD_CONFIRM_TIMEOUT if several else _CONFIRM_TIMEOUT
+            limit = min(deadline, time.monotonic() + wait)
+            with self._cond:
+                while not all(self._is_confirmed(name) or self._unreachable(name) for name in names):
+                    left = limit - time.monotonic()
+                    if left <= 0:
+                        break
+                    # Short steps: a channel found unreachable is told by no message.
+                    self._cond.wait(min(left, 0.05) if several else left)
+                missing = [name for name in names if not self._is_confirmed(name)]
+            if missing and not several and time.monotonic() < deadline:
+                raise BackendError(f"Redis did not confirm the subscription to {missing[0]}")
+            yield
+        finally:
+            for name in entered:
+                self._remove_watcher(name)
+
+    def _add_watcher(self, channel: str) -> None:
         with self._send_lock:
             with self._cond:
                 self._start()
@@ -95,37 +123,31 @@ class Waker:
                 pubsub = self._pubsub
             if first and pubsub is not None:
                 self._subscribe(pubsub, channel)
-        try:
-            limit = min(deadline, time.monotonic() + _CONFIRM_TIMEOUT)
+
+    def _remove_watcher(self, channel: str) -> None:
+        with self._send_lock:
             with self._cond:
-                while not self._is_confirmed(channel):
-                    left = limit - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-                confirmed = self._is_confirmed(channel)
-            if not confirmed and time.monotonic() < deadline:
-                raise BackendError(f"Redis did not confirm the subscription to {channel}")
-            yield
-        finally:
-            with self._send_lock:
-                with self._cond:
-                    self._watchers[channel] -= 1
-                    last = self._watchers[channel] == 0
-                    if last:
-                        del self._watchers[channel]
-                        due = self._sent.pop(channel, 0) - self._confirmed.pop(channel, 0)
-                        if due > 0:
-                            self._late[channel] = self._late.get(channel, 0) + due
-                    pubsub = self._pubsub
-                if last and pubsub is not None:
-                    with contextlib.suppress(RedisError, OSError, AttributeError):
-                        pubsub.unsubscribe(channel)
+                self._watchers[channel] -= 1
+                last = self._watchers[channel] == 0
+                if last:
+                    del self._watchers[channel]
+                    due = self._sent.pop(channel, 0) - self._confirmed.pop(channel, 0)
+                    if due > 0:
+                        self._late[channel] = self._late.get(channel, 0) + due
+                pubsub = self._pubsub
+            if last and pubsub is not None:
+                with contextlib.suppress(RedisError, OSError, AttributeError):
+                    pubsub.unsubscribe(channel)
 
     def confirmed(self, channels: Iterable[str]) -> bool:
         """True when Redis confirmed the subscription of every one of ``channels``."""
         with self._cond:
             return all(self._is_confirmed(channel) for channel in channels)
+
+    def _unreachable(self, channel: str) -> bool:
+        # Of several channels, one whose node is down is not waited for (ShardedSubscriber).
+        unreachable = getattr(self._pubsub, "unreachable", None)
+        return bool(unreachable(channel)) if unreachable is not None else False
 
     def _is_confirmed(self, channel: str) -> bool:
         sent = self._sent.get(channel, 0)

@@ -120,3 +120,35 @@ def test_the_listener_comes_back_after_the_queues_node_restarts(tmp_path: Path) 
 def _keys_of(node: EmbeddedRedis) -> list[str]:
     with node.client() as raw:
         return [key.decode() for key in raw.keys("smq:*")]
+
+
+@pytest.mark.parametrize("watching", [False, True])
+def test_the_listener_idles_while_the_cluster_is_gone(tmp_path: Path, watching: bool) -> None:
+    # A hung-up node connection whose channels are all unsubscribed stays readable; the
+    # listener must not spin on it. Nor on a node that is gone while a poll still watches it.
+    cluster = EmbeddedCluster(tmp_path, masters=3).start()
+    client = smq.Client(settings=smq.Settings(url=cluster.url, cluster=True))
+    try:
+        queue = client.create_queue("idle", shards=3)
+        assert queue.receive(1, wait_time_seconds=1) == []  # subscribes every shard, then leaves
+        polls: list[threading.Thread] = []
+        if watching:
+            polls.append(threading.Thread(target=lambda: _quietly(queue), daemon=True))
+            polls[0].start()
+            time.sleep(0.5)
+        cluster.stop()
+        time.sleep(1.0)
+        started = time.process_time()
+        time.sleep(2.0)
+        used = time.process_time() - started
+        assert used < 0.5, f"{used:.2f} s of CPU in 2 s of waiting: something spins"
+    finally:
+        client.close()
+        cluster.stop()
+
+
+def _quietly(queue: smq.Queue) -> None:
+    try:
+        queue.receive(1, wait_time_seconds=6)
+    except smq.SmqError:
+        pass

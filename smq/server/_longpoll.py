@@ -205,8 +205,11 @@ class LongPolls:
                 if channel.watch is None:
                     # The core waker counts in time.monotonic, as the loop does.
                     confirm_by = time.monotonic() + (deadline - self._loop.time())
-                    if sharded:  # a shard whose node is down must not fail the poll
-                        confirm_by = min(confirm_by, time.monotonic() + SHARD_CONFIRM_TIMEOUT)
+                    if sharded:
+                        # Subscribe, but wait for no confirmation: a shard whose node is down
+                        # must not hold up the others; the poll looks again each second until
+                        # every shard's channel is confirmed (see _poll).
+                        confirm_by = time.monotonic()
                     watch = self._client._waker.watch(name, confirm_by)
                     await self._call(watch.__enter__)
                     channel.watch = watch
