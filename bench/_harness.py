@@ -69,3 +69,12 @@ def await_events(events: Any, processes: list[Any], kind: str, count: int, timeo
         if got == kind:
             payloads.append(payload)
     return payloads
+
+
+def join_or_end(processes: list[Any], timeout: float) -> None:
+    """Wait up to ``timeout`` s for each process to finish; terminate one that does not."""
+    for process in processes:
+        process.join(timeout=timeout)
+        if process.is_alive():
+            process.terminate()
+            process.join()

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _harness import join_or_end
+
 BODY_BYTES = 100
 BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
 BATCH = 10
@@ -490,11 +492,7 @@ class Clients:
 
     def __exit__(self, *exc: object) -> None:
         self.flags[STOP] = 1
-        for process in self.processes:
-            process.join(timeout=15)
-            if process.is_alive():
-                process.terminate()
-                process.join()
+        join_or_end(self.processes, 15)
 
     def go(self) -> None:
         self.flags[GO] = 1

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _harness import await_events, await_rewrite, percentile, reset, summary
+from _harness import await_events, await_rewrite, join_or_end, percentile, reset, summary
 from _versions import versions
 
 import smq
@@ -307,11 +307,7 @@ def run_cell(server: EmbeddedRedis, groups: int, args: argparse.Namespace) -> di
         payloads = await_events(events, processes, "done", len(processes), timeout=30)
     finally:
         flags[STOP] = 1
-        for process in processes:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.terminate()
-                process.join()
+        join_or_end(processes, 10)
     logs = [p["log"] for p in payloads if p["log"] is not None]
     clients_cpu = own_cpu + sum(p["cpu_s"] for p in payloads)
     ended = max((log["deleted_at"][-1] for log in logs if log["deleted_at"]), default=started)

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _harness import await_events, reset
+from _harness import await_events, join_or_end, reset
 from _versions import versions
 from redis.cluster import RedisCluster
 
@@ -253,11 +253,7 @@ def run_cell(
         await_events(events, processes, "done", len(processes), timeout=30)
     finally:
         flags[STOP] = 1
-        for process in processes:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.terminate()
-                process.join()
+        join_or_end(processes, 10)
     window = t_1 - t_0
     messages = deleted_1 - deleted_0
     check = check_queue(cluster, admin, name, shard_names, sum(sent), sum(deleted), sum(failed))

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _harness import await_events, await_rewrite, reset
+from _harness import await_events, await_rewrite, join_or_end, reset
 from _versions import versions
 
 import smq
@@ -282,11 +282,7 @@ def run_clients(specs: list[ClientSpec], redis_pid: int) -> dict[str, Any]:
         seconds = time.perf_counter() - started
         cpu_1 = cpu_snapshot(redis_pid)
     finally:
-        for process in processes:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.terminate()
-                process.join()
+        join_or_end(processes, 30)
     messages = sum(r["messages"] for r in reports)
     result: dict[str, Any] = {
         "processes": len(specs),

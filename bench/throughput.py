@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import redis
-from _harness import await_events, reset
+from _harness import await_events, join_or_end, reset
 from _versions import versions
 
 import smq
@@ -387,11 +387,7 @@ def run_cell(
         await_events(events, processes, "done", len(processes), timeout=30)
     finally:
         flags[STOP] = 1
-        for process in processes:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.terminate()
-                process.join()
+        join_or_end(processes, 10)
     backlog = sum(sent) - sum(deleted)
     left = ADMIN[system].count(address, name)
     if left != backlog:
