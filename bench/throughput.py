@@ -1,14 +1,16 @@
-"""End-to-end throughput (send -> receive -> delete) of smq, PyRSMQ and kombu's Redis transport.
+"""End-to-end throughput (send -> receive -> delete) of smq, PyRSMQ, kombu's Redis transport
+and a hand-written Redis Streams consumer group (the raw-Redis baseline).
 
-All three systems run in one invocation against the same freshly started Redis
+All systems run in one invocation against the same freshly started Redis
 (one ``EmbeddedRedis`` in a temporary folder, reached over TCP on 127.0.0.1 by
 default, as clients on other hosts would, or its Unix socket with ``--transport unix``), one
 matrix cell at a time: for each process layout and batch size, each system gets
 its own queue, its producer processes send continuously, its consumer processes
 receive and delete. The figure is messages deleted per second over the measured
-window (after a warm-up). See ``bench/README.md`` for how each peer is driven.
+window (after a warm-up), and the Redis server's own CPU (``INFO cpu``) over the
+same window per message. See ``bench/README.md`` for how each peer is driven.
 
-Run: ``.venv/bin/python bench/throughput.py [--seconds 5] [--systems smq,rsmq,kombu]
+Run: ``.venv/bin/python bench/throughput.py [--seconds 5] [--systems smq,rsmq,kombu,streams]
 [--batches 1,10] [--layouts 1x1,2x2]``.
 """
 
@@ -36,8 +38,8 @@ from _versions import versions
 import smq
 from smq.embedded import EmbeddedRedis, free_port
 
-SYSTEMS = ("smq", "rsmq", "kombu")
-LABELS = {"smq": "smq", "rsmq": "PyRSMQ", "kombu": "kombu"}
+SYSTEMS = ("smq", "rsmq", "kombu", "streams")
+LABELS = {"smq": "smq", "rsmq": "PyRSMQ", "kombu": "kombu", "streams": "Streams"}
 BODY_BYTES = 100
 BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -279,15 +281,77 @@ def publish_mode(producer: Any) -> str:
     return "pipeline" if hasattr(producer, "batch") and producer.supports_batch_publish else "one-by-one"
 
 
+# -- Redis Streams --------------------------------------------------------------------
+
+_GROUP = "workers"
+
+
+class StreamsDriver:
+    """A hand-written Redis Streams consumer group: the raw-Redis baseline, with none of SQS's
+    semantics (no visibility timeout taken back, no receive counts, counters, dead letters,
+    delays or checks).
+
+    A send of n is n ``XADD`` in one pipeline; a consume is one ``XREADGROUP COUNT n BLOCK``
+    (1 s, as the others' long polls) and, for what came, ``XACK`` and ``XDEL`` of all its ids in
+    one pipeline: acknowledged and gone, as a delete is.
+    """
+
+    def __init__(self, address: str, name: str, batch: int, role: str) -> None:
+        self.redis = redis.Redis(**redis_address(address))
+        self.name = name
+        self.batch = batch
+        self.consumer = f"{role}-{os.getpid()}"
+
+    def send(self) -> int:
+        with self.redis.pipeline(transaction=False) as pipe:
+            for _ in range(self.batch):
+                pipe.xadd(self.name, {"b": BODY})
+            pipe.execute()
+        return self.batch
+
+    def consume(self) -> int:
+        reply = self.redis.xreadgroup(
+            _GROUP, self.consumer, {self.name: ">"}, count=self.batch, block=POLL_SECONDS * 1000
+        )
+        if not reply:
+            return 0
+        ids = [entry_id for entry_id, _ in reply[0][1]]
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.xack(self.name, _GROUP, *ids)
+            pipe.xdel(self.name, *ids)
+            acked, _ = pipe.execute()
+        return int(acked)
+
+    def close(self) -> None:
+        self.redis.close()
+
+    @staticmethod
+    def create(address: str, name: str) -> None:
+        with redis.Redis(**redis_address(address)) as connection:
+            connection.xgroup_create(name, _GROUP, id="$", mkstream=True)
+
+    @staticmethod
+    def count(address: str, name: str) -> int:
+        with redis.Redis(**redis_address(address)) as connection:
+            return int(connection.xlen(name))  # waiting and pending: every entry not yet deleted
+
+    @staticmethod
+    def destroy(address: str, name: str) -> None:
+        with redis.Redis(**redis_address(address)) as connection:
+            connection.delete(name)
+
+
 def make_driver(system: str, address: str, name: str, batch: int, role: str) -> Driver:
     if system == "smq":
         return SmqDriver(address, name, batch)
     if system == "rsmq":
         return RsmqDriver(address, name, batch)
+    if system == "streams":
+        return StreamsDriver(address, name, batch, role)
     return KombuDriver(address, name, batch, role)
 
 
-ADMIN: dict[str, Any] = {"smq": SmqDriver, "rsmq": RsmqDriver, "kombu": KombuDriver}
+ADMIN: dict[str, Any] = {"smq": SmqDriver, "rsmq": RsmqDriver, "kombu": KombuDriver, "streams": StreamsDriver}
 
 
 # -- worker processes ------------------------------------------------------------------
@@ -347,6 +411,7 @@ class Cell:
     sent_per_s: float
     backlog_at_end: int
     left_in_queue: int
+    redis_cpu_us_per_msg: float | None = None
     round: int = 1
 
 
@@ -380,9 +445,11 @@ def run_cell(
         await_events(events, processes, "ready", len(processes), timeout=120)
         flags[GO] = 1
         time.sleep(warmup)
+        cpu_0 = redis_cpu(server)
         deleted_0, sent_0, t_0 = sum(deleted), sum(sent), time.perf_counter()
         time.sleep(seconds)
         deleted_1, sent_1, t_1 = sum(deleted), sum(sent), time.perf_counter()
+        cpu_1 = redis_cpu(server)
         flags[STOP] = 1
         await_events(events, processes, "done", len(processes), timeout=30)
     finally:
@@ -408,7 +475,17 @@ def run_cell(
         sent_per_s=round((sent_1 - sent_0) / window, 1),
         backlog_at_end=backlog,
         left_in_queue=left,
+        redis_cpu_us_per_msg=round((cpu_1 - cpu_0) * 1e6 / (deleted_1 - deleted_0), 2)
+        if deleted_1 > deleted_0
+        else None,
     )
+
+
+def redis_cpu(server: EmbeddedRedis) -> float:
+    """CPU seconds the Redis server used so far (``INFO cpu``: user + system)."""
+    with server.client() as admin:
+        cpu = admin.info("cpu")
+    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
 
 
 # -- report ----------------------------------------------------------------------------
@@ -422,11 +499,22 @@ def medians(cells: list[Cell]) -> dict[tuple[str, int, str], float]:
     return {key: statistics.median(values) for key, values in runs.items()}
 
 
+def cpu_medians(cells: list[Cell]) -> dict[tuple[str, int, str], float]:
+    """Median Redis CPU µs per message of each system and cell over the rounds."""
+    runs: dict[tuple[str, int, str], list[float]] = {}
+    for c in cells:
+        if c.redis_cpu_us_per_msg is not None:
+            runs.setdefault((c.system, c.batch, c.layout), []).append(c.redis_cpu_us_per_msg)
+    return {key: statistics.median(values) for key, values in runs.items()}
+
+
 def markdown(cells: list[Cell], systems: list[str]) -> str:
     by_key = medians(cells)
+    cpu = cpu_medians(cells)
     header = ["batch", "layout"] + [f"{LABELS[s]} msg/s" for s in systems]
-    peers = [p for p in ("rsmq", "kombu") if p in systems and "smq" in systems]
+    peers = [p for p in ("rsmq", "kombu", "streams") if p in systems and "smq" in systems]
     header += [f"smq/{LABELS[p]}" for p in peers]
+    header += [f"{LABELS[s]} Redis CPU µs/msg" for s in systems]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     keys = sorted({(c.batch, c.layout) for c in cells}, key=lambda k: (k[1], k[0]))
     for batch, layout in keys:
@@ -436,6 +524,7 @@ def markdown(cells: list[Cell], systems: list[str]) -> str:
             peer_rate = by_key[(peer, batch, layout)]
             ratio = by_key[("smq", batch, layout)] / peer_rate if peer_rate else float("inf")
             row.append(f"{ratio:.2f}x")
+        row += [f"{cpu[(s, batch, layout)]:.1f}" if (s, batch, layout) in cpu else "-" for s in systems]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -455,7 +544,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--warmup", type=float, default=0.5, help="seconds run before the window (default 0.5)"
     )
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of smq,rsmq,kombu")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of smq,rsmq,kombu,streams")
     parser.add_argument("--batches", default="1,10", help="comma list of batch sizes, 1-10 (default 1,10)")
     parser.add_argument("--layouts", default="1x1,2x2", help="PxC producers x consumers (default 1x1,2x2)")
     parser.add_argument(

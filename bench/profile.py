@@ -1,0 +1,195 @@
+"""Where a message's time goes: each step of smq's core beside the same step on Redis Streams.
+
+One process, one embedded Redis (TCP on 127.0.0.1), no concurrency: for each
+step (send a batch of 10, receive 10, delete 10) it runs ``--calls`` calls
+back to back and reads, over exactly those calls, the Redis server's CPU
+(``INFO cpu``), the time Redis spent inside the commands (``INFO
+commandstats``: for smq the scripts, for Streams XADD / XREADGROUP / XACK +
+XDEL), and this process's own CPU (``time.process_time``). Everything is per
+message. The difference between a step's Redis CPU and its command time is
+what the server spends around the commands (reading and parsing requests,
+writing replies, the event loop); the client's CPU is Python, redis-py and
+hiredis together. Medians of ``--repeat`` rounds, the steps interleaved.
+
+Run: ``.venv/bin/python bench/profile.py [--calls 2000] [--repeat 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+import smq
+from smq.embedded import EmbeddedRedis, free_port
+
+BATCH = 10
+BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
+RESULTS = Path(__file__).resolve().parent / "results"
+GROUP = "workers"
+
+
+def counters(admin: redis.Redis) -> tuple[float, float]:
+    """(Redis CPU seconds so far, seconds spent inside commands so far)."""
+    cpu = admin.info("cpu")
+    commands = admin.info("commandstats")
+    inside = sum(float(stats.get("usec", 0)) for stats in commands.values()) / 1e6
+    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]), inside
+
+
+def measure(admin: redis.Redis, step: Callable[[], int], calls: int) -> dict[str, float]:
+    """Run ``step`` ``calls`` times; per message: Redis CPU, time in commands, client CPU (µs)."""
+    cpu_0, inside_0 = counters(admin)
+    client_0 = time.process_time()
+    messages = sum(step() for _ in range(calls))
+    client_1 = time.process_time()
+    cpu_1, inside_1 = counters(admin)
+    # The two INFO calls of the reading count in the Redis figures: a few µs over thousands of calls.
+    per = 1e6 / messages
+    return {
+        "messages": messages,
+        "redis_cpu_us": round((cpu_1 - cpu_0) * per, 2),
+        "in_commands_us": round((inside_1 - inside_0) * per, 2),
+        "around_commands_us": round(((cpu_1 - cpu_0) - (inside_1 - inside_0)) * per, 2),
+        "client_cpu_us": round((client_1 - client_0) * per, 2),
+    }
+
+
+def smq_steps(url: str, calls: int) -> tuple[dict[str, Callable[[], int]], Callable[[], None]]:
+    client = smq.Client(url)
+    queue = client.create_queue("profile-smq")
+    entries = [smq.SendEntry(f"m{i}", BODY) for i in range(BATCH)]
+    held: list[list[smq.Message]] = []
+
+    def send() -> int:
+        return len(queue.send_batch(entries).successful)
+
+    def receive() -> int:
+        messages = queue.receive(BATCH)
+        held.append(messages)
+        return len(messages)
+
+    def delete() -> int:
+        messages = held.pop()
+        batch = [smq.DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(messages)]
+        return len(queue.delete_batch(batch).successful)
+
+    def done() -> None:
+        client.delete_queue("profile-smq")
+        client.close()
+
+    return {"send": send, "receive": receive, "delete": delete}, done
+
+
+def streams_steps(
+    address: dict[str, Any], calls: int
+) -> tuple[dict[str, Callable[[], int]], Callable[[], None]]:
+    connection = redis.Redis(**address)
+    name = "profile-streams"
+    connection.xgroup_create(name, GROUP, id="$", mkstream=True)
+    held: list[list[Any]] = []
+
+    def send() -> int:
+        with connection.pipeline(transaction=False) as pipe:
+            for _ in range(BATCH):
+                pipe.xadd(name, {"b": BODY})
+            pipe.execute()
+        return BATCH
+
+    def receive() -> int:
+        reply = connection.xreadgroup(GROUP, "c", {name: ">"}, count=BATCH)
+        ids = [entry_id for entry_id, _ in reply[0][1]] if reply else []
+        held.append(ids)
+        return len(ids)
+
+    def delete() -> int:
+        ids = held.pop()
+        with connection.pipeline(transaction=False) as pipe:
+            pipe.xack(name, GROUP, *ids)
+            pipe.xdel(name, *ids)
+            acked, _ = pipe.execute()
+        return int(acked)
+
+    def done() -> None:
+        connection.delete(name)
+        connection.close()
+
+    return {"send": send, "receive": receive, "delete": delete}, done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=2000, help="calls of each step per round")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds; medians reported")
+    parser.add_argument("--redis-server", default=None)
+    parser.add_argument("--output", type=Path, default=RESULTS / "profile.json")
+    args = parser.parse_args(argv)
+    rounds: dict[tuple[str, str], list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="smq-profile-") as folder:
+        with EmbeddedRedis(folder, server=args.redis_server, port=free_port()) as server:
+            address = {"host": "127.0.0.1", "port": server.port}
+            with server.client() as admin:
+                for round_number in range(1, args.repeat + 1):
+                    for system in ("smq", "streams"):
+                        if system == "smq":
+                            steps, done = smq_steps(f"redis://127.0.0.1:{server.port}/0", args.calls)
+                        else:
+                            steps, done = streams_steps(address, args.calls)
+                        # Sends first (so receives find messages), then receives, then deletes.
+                        for step in ("send", "receive", "delete"):
+                            figures = measure(admin, steps[step], args.calls)
+                            rounds.setdefault((system, step), []).append(figures)
+                        done()
+                    print(f"round {round_number}/{args.repeat} done", file=sys.stderr, flush=True)
+            identity = str(server.identity)
+    table = _table(rounds)
+    print(table)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(
+        json.dumps(
+            {
+                "meta": {
+                    "benchmark": "profile",
+                    "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "calls": args.calls,
+                    "rounds": args.repeat,
+                    "batch": BATCH,
+                    "server": identity,
+                    "figure": "medians over the rounds, µs per message",
+                },
+                "rounds": {f"{system} {step}": values for (system, step), values in rounds.items()},
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"\nraw results: {args.output}")
+    return 0
+
+
+def _table(rounds: dict[tuple[str, str], list[dict[str, float]]]) -> str:
+    kinds = ("redis_cpu_us", "in_commands_us", "around_commands_us", "client_cpu_us")
+    header = "| step | system | Redis CPU | in commands | around commands | client CPU |"
+    lines = [header, "|---|---|---:|---:|---:|---:|"]
+    totals: dict[str, dict[str, float]] = {}
+    for (system, step), values in rounds.items():
+        medians = {kind: statistics.median(v[kind] for v in values) for kind in kinds}
+        for kind in kinds:
+            totals.setdefault(system, {}).setdefault(kind, 0.0)
+            totals[system][kind] += medians[kind]
+        lines.append(f"| {step} | {system} | " + " | ".join(f"{medians[k]:.1f}" for k in kinds) + " |")
+    for system, sums in totals.items():
+        lines.append(f"| **all three** | {system} | " + " | ".join(f"{sums[k]:.1f}" for k in kinds) + " |")
+    return "\n".join(lines) + "\n\nµs per message; batches of 10."
+
+
+if __name__ == "__main__":
+    sys.exit(main())
