@@ -217,6 +217,7 @@ class Client:
         if policy is not None:
             note_source(self, name, policy.dead_letter_queue)  # after, too: see smq._sources
         self._write("listing", name, REGISTRY, "ZADD", REGISTRY, 0, name)
+        self._layouts.forget(name)  # what this client read before may predate the queue
         return Queue(self, name)
 
     @staticmethod

@@ -234,6 +234,16 @@ def _keys_of(client: smq.Client, names: list[str]) -> list[bytes]:
     return found
 
 
+def test_a_client_that_used_a_name_before_the_queue_existed_sees_its_shards(client: smq.Client) -> None:
+    early = client.queue("hot")
+    with pytest.raises(smq.QueueDoesNotExist):
+        early.send("too soon")  # the client reads (and keeps) that "hot" has no shards
+    client.create_queue("hot", shards=3)
+    for i in range(6):
+        early.send(f"m{i}")
+    assert min(per_shard(client.queue("hot"))) == 2
+
+
 def test_a_client_sees_a_queue_made_again_with_other_shards(
     client: smq.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
