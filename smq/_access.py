@@ -103,6 +103,12 @@ def check_access(client: Client) -> None:
             raise _refused(detail, cluster)
 
 
+def node_serving(nodes: Any, queue: str) -> str:
+    """The name (``host:port``) of the node that serves queue ``queue``'s slot, by the slot map
+    of a redis-py cluster's ``nodes_manager``."""
+    return str(nodes.get_node_from_slot(key_slot(QueueKeys.of(queue).meta.encode())).name)
+
+
 def _probe_names(cluster: Any) -> list[str]:
     """One probe name per primary of ``cluster``, whose keys that primary serves."""
     nodes = cluster.nodes_manager
@@ -112,7 +118,7 @@ def _probe_names(cluster: Any) -> list[str]:
         if not missing:
             break
         name = f"{PROBE}{number}"
-        owner = nodes.get_node_from_slot(key_slot(QueueKeys.of(name).meta.encode())).name
+        owner = node_serving(nodes, name)
         if owner in missing:
             missing.discard(owner)
             names.append(name)

@@ -192,12 +192,7 @@ class Client:
         config = QueueConfig(**{**defaults, **settings})
         self._check_dead_letter_target(name, config)
         keys = QueueKeys.of(name)
-        meta = config.to_meta()
-        args: list[Any] = [self._now_arg(), len(meta)]
-        for field, value in meta.items():
-            args += [field, value]
-        for key, value in checked_tags.items():
-            args += [key, value]
+        pairs: list[Any] = [item for field_value in config.to_meta().items() for item in field_value]
         policy = config.redrive_policy
         if policy is not None:
             # Before the policy can exist: the index of sources is a superset.
@@ -206,10 +201,13 @@ class Client:
             names = shard_names(self, name, config.shards)
             for shard in names[1:]:
                 # Each shard a full queue, unlisted, before the main queue names them.
-                shard_args = [self._now_arg(), len(meta) + 1, *args[2 : 2 + 2 * len(meta)], SHARD_OF, name]
+                shard_pairs = [*pairs, SHARD_OF, name]
+                shard_args = [self._now_arg(), len(shard_pairs) // 2, *shard_pairs]
                 self.run("create_queue", QueueKeys.of(shard), shard_args, queue=name)
-            args[1] = len(meta) + 1
-            args[2 + 2 * len(meta) : 2 + 2 * len(meta)] = [SHARD_NAMES, " ".join(names[1:])]
+            pairs += [SHARD_NAMES, " ".join(names[1:])]
+        args: list[Any] = [self._now_arg(), len(pairs) // 2, *pairs]
+        for key, value in checked_tags.items():
+            args += [key, value]
         reply = self.run("create_queue", keys, args, queue=name)
         if reply[1] == 0:
             existing = QueueConfig.from_meta(text_pairs(reply[2:]))

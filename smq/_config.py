@@ -53,9 +53,9 @@ _INT_SETTINGS: dict[str, tuple[str, int, int, int, int]] = {
     "receive_message_wait_time_seconds": ("wait_ms", 0, 20, 0, 1000),
     "inflight_limit": ("inflight_limit", 1, 10_000_000, 120_000, 1),
     "event_stream_max_len": ("events_max", 0, 10_000_000, 0, 1),
-    "shards": ("shards", 1, 32, 1, 1),
+    "shards": ("shards", 1, 32, 1, 1),  # at most MAX_SHARDS
 }
-MAX_SHARDS = 32
+MAX_SHARDS = _INT_SETTINGS["shards"][2]
 """Most shards a queue may have (see ``smq._shards``)."""
 
 

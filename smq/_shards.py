@@ -32,14 +32,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.cluster import RedisCluster
-from redis.crc import key_slot
 
+from ._access import node_serving
 from ._batch import failure
 from ._config import QueueInfo, check_int, is_fifo_name
 from ._errors import BackendError, InvalidParameter, OutcomeUnknown, SmqError, Unavailable
 from ._events import MAX_EVENTS_PAGE, Event, event_of, read_stream
 from ._keys import QueueKeys
-from ._message import BatchFailure, BatchResult, Message, SendEntry, SendResult, receipt_queue
+from ._message import BatchFailure, BatchResult, Message, SendEntry, SendResult, parse_receipt, receipt_queue
 from ._names import FIFO_SUFFIX
 from ._peek import PeekedMessage, check_peek
 from ._peek import peek as peek_one
@@ -124,23 +124,19 @@ def shard_names(client: Client, name: str, count: int) -> list[str]:
     def candidate(k: int, attempt: int) -> str:
         return f"{stem}.s{k}{f'-{attempt}' if attempt else ''}{suffix}"
 
-    redis_client = client._redis
-    if not isinstance(redis_client, RedisCluster):
+    if not isinstance(client._redis, RedisCluster):
         return [name, *(candidate(k, 0) for k in range(1, count))]
-    nodes = redis_client.nodes_manager
-
-    def owner(queue_name: str) -> str:
-        return str(nodes.get_node_from_slot(key_slot(QueueKeys.of(queue_name).meta.encode())).name)
-
-    cluster: Any = redis_client  # redis-py leaves get_primaries untyped
+    cluster: Any = client._redis  # redis-py leaves get_primaries untyped
+    nodes = cluster.nodes_manager
     primaries = sorted(node.name for node in cluster.get_primaries())
-    first = primaries.index(owner(name)) if owner(name) in primaries else 0
+    own = node_serving(nodes, name)
+    first = primaries.index(own) if own in primaries else 0
     names = [name]
     for k in range(1, count):
         wanted = primaries[(first + k) % len(primaries)]
         chosen = candidate(k, 0)
         for attempt in range(_PLACEMENT_TRIES):
-            if owner(candidate(k, attempt)) == wanted:
+            if node_serving(nodes, candidate(k, attempt)) == wanted:
                 chosen = candidate(k, attempt)
                 break
         names.append(chosen)
@@ -252,15 +248,16 @@ def by_receipt(
     by_shard: dict[int, list[Any]] = {}
     failed: list[BatchFailure] = []
     for entry in entries:
-        index = index_of.get(receipt_queue(entry.receipt_handle), -1)
-        if index < 0:
+        index = index_of.get(receipt_queue(entry.receipt_handle))
+        if index is None:
             try:
-                shards[0]._by_receipt(script, [entry], single, extra)  # raises the error SQS gives
+                extra(entry)  # the entry's own checks first, as on a queue of one shard
+                parse_receipt(shards[0].name, entry.receipt_handle)  # no shard issued it: raises
             except SmqError as error:
                 if single:
                     raise
                 failed.append(failure(entry.id, error))
-                continue
+            continue
         by_shard.setdefault(index, []).append(entry)
     pending: list[str] = []
     statuses: list[int] = []

@@ -99,7 +99,9 @@ class Waker:
             wait = SHARD_CONFIRM_TIMEOUT if several else _CONFIRM_TIMEOUT
             limit = min(deadline, time.monotonic() + wait)
             with self._cond:
-                while not all(self._is_confirmed(name) or self._unreachable(name) for name in names):
+                while not all(
+                    self._is_confirmed(name) or (several and self._unreachable(name)) for name in names
+                ):
                     left = limit - time.monotonic()
                     if left <= 0:
                         break
@@ -145,7 +147,7 @@ class Waker:
             return all(self._is_confirmed(channel) for channel in channels)
 
     def _unreachable(self, channel: str) -> bool:
-        # Of several channels, one whose node is down is not waited for (ShardedSubscriber).
+        # A channel whose node is down (ShardedSubscriber): not waited for among several.
         unreachable = getattr(self._pubsub, "unreachable", None)
         return bool(unreachable(channel)) if unreachable is not None else False
 
@@ -172,8 +174,7 @@ class Waker:
 
     def wait(self, channel: str, seen: int, timeout: float) -> bool:
         """Sleep until ``channel`` is notified after count ``seen``, or ``timeout`` s."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._counts.get(channel, 0) != seen, timeout)
+        return self.wait_any({channel: seen}, timeout)
 
     def wait_any(self, seen: Mapping[str, int], timeout: float) -> bool:
         """Sleep until any channel of ``seen`` is notified after its count there, or ``timeout`` s.
