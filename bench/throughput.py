@@ -38,8 +38,14 @@ from _versions import versions
 import smq
 from smq.embedded import EmbeddedRedis, free_port
 
-SYSTEMS = ("smq", "rsmq", "kombu", "streams")
-LABELS = {"smq": "smq", "rsmq": "PyRSMQ", "kombu": "kombu", "streams": "Streams"}
+SYSTEMS = ("smq", "smq-separate", "rsmq", "kombu", "streams")
+LABELS = {
+    "smq": "smq",
+    "smq-separate": "smq (separate calls)",
+    "rsmq": "PyRSMQ",
+    "kombu": "kombu",
+    "streams": "Streams",
+}
 BODY_BYTES = 100
 BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -88,14 +94,18 @@ def kombu_url(address: str) -> str:
 
 
 class SmqDriver:
-    """smq's public API: send/send_batch, receive(n) with long polling, delete/delete_batch."""
+    """smq's public API: send/send_batch; delete_and_receive (the deletes of one batch ride on
+    the receive of the next), or with ``separate`` receive(n) then delete/delete_batch; long polling.
+    """
 
-    def __init__(self, address: str, name: str, batch: int) -> None:
+    def __init__(self, address: str, name: str, batch: int, separate: bool = False) -> None:
         self.client = smq.Client(smq_url(address))
         self.queue = self.client.queue(name)
         self.batch = batch
+        self.separate = separate
         self.entries = [smq.SendEntry(f"m{i}", BODY) for i in range(batch)]
         self.delete_ids = [f"d{i}" for i in range(batch)]
+        self.done: list[smq.DeleteEntry] = []  # handled, deleted with the next receive
 
     def send(self) -> int:
         if self.batch == 1:
@@ -104,6 +114,14 @@ class SmqDriver:
         return len(self.queue.send_batch(self.entries).successful)
 
     def consume(self) -> int:
+        if not self.separate:
+            deleted, messages = self.queue.delete_and_receive(
+                self.done, self.batch, wait_time_seconds=POLL_SECONDS
+            )
+            self.done = [
+                smq.DeleteEntry(i, m.receipt_handle) for i, m in zip(self.delete_ids, messages, strict=False)
+            ]
+            return len(deleted.successful)
         messages = self.queue.receive(self.batch, wait_time_seconds=POLL_SECONDS)
         if not messages:
             return 0
@@ -115,6 +133,8 @@ class SmqDriver:
         return len(self.queue.delete_batch(entries).successful)
 
     def close(self) -> None:
+        if self.done:
+            self.queue.delete_batch(self.done)  # after the window: not counted
         self.client.close()
 
     @staticmethod
@@ -342,8 +362,8 @@ class StreamsDriver:
 
 
 def make_driver(system: str, address: str, name: str, batch: int, role: str) -> Driver:
-    if system == "smq":
-        return SmqDriver(address, name, batch)
+    if system in ("smq", "smq-separate"):
+        return SmqDriver(address, name, batch, separate=system == "smq-separate")
     if system == "rsmq":
         return RsmqDriver(address, name, batch)
     if system == "streams":
@@ -351,7 +371,7 @@ def make_driver(system: str, address: str, name: str, batch: int, role: str) -> 
     return KombuDriver(address, name, batch, role)
 
 
-ADMIN: dict[str, Any] = {"smq": SmqDriver, "rsmq": RsmqDriver, "kombu": KombuDriver, "streams": StreamsDriver}
+ADMIN: dict[str, Any] = {"smq": SmqDriver, "smq-separate": SmqDriver, "rsmq": RsmqDriver, "kombu": KombuDriver, "streams": StreamsDriver}
 
 
 # -- worker processes ------------------------------------------------------------------
@@ -512,7 +532,7 @@ def markdown(cells: list[Cell], systems: list[str]) -> str:
     by_key = medians(cells)
     cpu = cpu_medians(cells)
     header = ["batch", "layout"] + [f"{LABELS[s]} msg/s" for s in systems]
-    peers = [p for p in ("rsmq", "kombu", "streams") if p in systems and "smq" in systems]
+    peers = [p for p in ("smq-separate", "rsmq", "kombu", "streams") if p in systems and "smq" in systems]
     header += [f"smq/{LABELS[p]}" for p in peers]
     header += [f"{LABELS[s]} Redis CPU µs/msg" for s in systems]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -544,7 +564,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--warmup", type=float, default=0.5, help="seconds run before the window (default 0.5)"
     )
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of smq,rsmq,kombu,streams")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of smq,smq-separate,rsmq,kombu,streams")
     parser.add_argument("--batches", default="1,10", help="comma list of batch sizes, 1-10 (default 1,10)")
     parser.add_argument("--layouts", default="1x1,2x2", help="PxC producers x consumers (default 1x1,2x2)")
     parser.add_argument(

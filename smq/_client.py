@@ -440,6 +440,19 @@ class Client:
             raise error_for(reply[0], queue, reply[1] if len(reply) > 1 else "")
         return reply
 
+    def run_many(
+        self, calls: Sequence[tuple[str, QueueKeys, Sequence[Any]]], *, queue: str, tolerate: int = 0
+    ) -> list[Any]:
+        """Run scripts of one queue in one write to Redis; raise the first error a status names."""
+        if not self._checked:
+            self._check_redis()
+        what = " and ".join(name for name, _, _ in calls)
+        replies = self._at_boundary(what, queue, self._scripts.run_many, calls)
+        for reply in replies:
+            if reply[0] < 0 and reply[0] != tolerate:
+                raise error_for(reply[0], queue, reply[1] if len(reply) > 1 else "")
+        return replies
+
     def _write(self, what: str, queue: str, key: str, *command: Any) -> Any:
         """Send one command that changes ``key`` (an index of queues), waited for as scripts are."""
         if not self._checked:

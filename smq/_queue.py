@@ -6,6 +6,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _shards as sharded
@@ -58,6 +59,15 @@ MAX_WAIT_SECONDS = 20
 _SKIP_ROUNDS = 10
 
 log = logging.getLogger("smq.queue")
+
+
+@dataclass
+class _Rider:
+    """A script call that rides on the next receive's write to Redis, and its reply once run."""
+
+    script: str
+    args: list[Any]
+    reply: Any = None
 
 
 class Queue:
@@ -178,6 +188,63 @@ class Queue:
         a fresh visibility timeout. A FIFO queue at its in-flight limit returns
         no messages rather than raising OverLimit, as SQS does.
         """
+        visibility_ms = self._check_receive(max_messages, visibility_timeout, wait_time_seconds, attempt_id)
+        return self._receive(max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or "")
+
+    def delete_and_receive(
+        self,
+        entries: Sequence[DeleteEntry],
+        max_messages: int = 1,
+        *,
+        visibility_timeout: int | None = None,
+        wait_time_seconds: int | None = None,
+        attempt_id: str | None = None,
+    ) -> tuple[BatchResult[str], list[Message]]:
+        """Delete 0-10 messages by receipt, then receive, in one round trip to Redis.
+
+        The same as ``delete_batch(entries)`` followed by ``receive(...)`` (the
+        same outcomes, checks and arguments), but both calls go to Redis in
+        one write: a consumer acknowledges the batch it finished on the fetch
+        of its next one, and Redis wakes once for both. The deletes run first,
+        so on a FIFO queue a group they unlock may be received at once.
+        Returns (the deletes' outcome per entry, the messages received).
+
+        If the call raises, the deletes may have run, unless it raised before
+        reaching Redis or ``Unavailable``: delete the same receipts again, which
+        is safe (a receipt that already deleted its message succeeds again).
+        """
+        visibility_ms = self._check_receive(max_messages, visibility_timeout, wait_time_seconds, attempt_id)
+        if not entries:
+            return BatchResult([], []), self._receive(
+                max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or ""
+            )
+        check_entries(entries, DeleteEntry)
+        if self._shards():
+            # The receive may go to any shard: the deletes take their own round trips.
+            deleted = self._delete(entries, single=False)
+            return deleted, self._receive(
+                max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or ""
+            )
+        args, pending, failed = self._receipt_args(entries, single=False)
+        if args is None:
+            deleted = BatchResult([], failed)
+            return deleted, self._receive(
+                max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or ""
+            )
+        rider = _Rider("delete", args)
+        messages = self._receive(
+            max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or "", rider=rider
+        )
+        return self._delete_result(pending, failed, list(rider.reply[1:]), single=False), messages
+
+    def _check_receive(
+        self,
+        max_messages: int,
+        visibility_timeout: int | None,
+        wait_time_seconds: int | None,
+        attempt_id: str | None,
+    ) -> int:
+        """Check a receive's arguments; its visibility timeout in ms (-1: the queue's)."""
         check_int("max_messages", max_messages, 1, MAX_BATCH)
         if attempt_id is not None:
             check_fifo_id("ReceiveRequestAttemptId", attempt_id)
@@ -190,7 +257,7 @@ class Queue:
             )
         if wait_time_seconds is not None:
             check_int("wait_time_seconds", wait_time_seconds, 0, MAX_WAIT_SECONDS)
-        return self._receive(max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or "")
+        return visibility_ms
 
     def _receive(
         self,
@@ -199,14 +266,16 @@ class Queue:
         wait_time_seconds: int | None,
         stop: Callable[[], bool] | None = None,
         attempt_id: str = "",
+        rider: _Rider | None = None,
     ) -> list[Message]:
         """Receive, checked; a long poll ends early once ``stop()`` is true.
 
         Whoever sets the stop condition calls ``Waker.interrupt`` so that a
-        waiting poll looks at it at once.
+        waiting poll looks at it at once. A ``rider`` runs just before the
+        first receive, in the same write to Redis.
         """
         messages, next_due_ms, wait_ms, over_limit = self._receive_now(
-            max_messages, visibility_ms, attempt_id
+            max_messages, visibility_ms, attempt_id, rider
         )
         wait = wait_ms / 1000 if wait_time_seconds is None else wait_time_seconds
         if messages or wait <= 0:
@@ -248,7 +317,7 @@ class Queue:
                     return []
 
     def _receive_now(
-        self, max_messages: int, visibility_ms: int, attempt_id: str = ""
+        self, max_messages: int, visibility_ms: int, attempt_id: str = "", rider: _Rider | None = None
     ) -> tuple[list[Message], int, int, bool]:
         # A receive script skips at most 100 deleted, expired or dead-lettered
         # ids; when it runs out of skips (next due 0, nothing received) there
@@ -258,14 +327,15 @@ class Queue:
             return sharded.receive_now(self._client._layouts, shards, max_messages, visibility_ms, attempt_id)
         for _ in range(_SKIP_ROUNDS):
             messages, next_due_ms, wait_ms, over_limit = self._receive_once(
-                max_messages, visibility_ms, attempt_id
+                max_messages, visibility_ms, attempt_id, rider
             )
+            rider = None
             if messages or over_limit or next_due_ms != 0:
                 break
         return messages, next_due_ms, wait_ms, over_limit
 
     def _receive_once(
-        self, max_messages: int, visibility_ms: int, attempt_id: str = ""
+        self, max_messages: int, visibility_ms: int, attempt_id: str = "", rider: _Rider | None = None
     ) -> tuple[list[Message], int, int, bool]:
         token = secrets.token_urlsafe(12)
         args: tuple[Any, ...] = (self._client._now_arg(), max_messages, visibility_ms, token, self.name)
@@ -273,7 +343,11 @@ class Queue:
         if self.fifo:
             script = "receive_fifo"
             args += (attempt_id,)
-        reply = self._client.run(script, self.keys, args, queue=self.name, tolerate=Status.E_OVER_LIMIT)
+        if rider is None:
+            reply = self._client.run(script, self.keys, args, queue=self.name, tolerate=Status.E_OVER_LIMIT)
+        else:
+            calls = [(rider.script, self.keys, rider.args), (script, self.keys, args)]
+            rider.reply, reply = self._client.run_many(calls, queue=self.name, tolerate=Status.E_OVER_LIMIT)
         if reply[0] == Status.E_OVER_LIMIT:
             # SQS answers a FIFO queue at its limit with no messages, not an error.
             return [], int(reply[1]), int(reply[2]), not self.fifo
@@ -371,6 +445,19 @@ class Queue:
         shards = self._shards()
         if shards:
             return sharded.by_receipt(shards, script, entries, single, extra)
+        args, pending, failed = self._receipt_args(entries, single, extra)
+        if args is None:
+            return pending, failed, []
+        reply = self._client.run(script, self.keys, args, queue=self.name)
+        return pending, failed, list(reply[1:])
+
+    def _receipt_args(
+        self,
+        entries: Sequence[Any],
+        single: bool,
+        extra: Callable[[Any], list[int]] = lambda entry: [],
+    ) -> tuple[list[Any] | None, list[str], list[BatchFailure]]:
+        """(a by-receipt script's arguments, or None when no entry is valid; entry ids in them; failures)."""
         args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
         pending: list[str] = []
         failed: list[BatchFailure] = []
@@ -386,10 +473,9 @@ class Queue:
             args += [message_id, token, *more]
             pending.append(entry.id)
         if not pending:
-            return pending, failed, []
+            return None, pending, failed
         args[2] = len(pending)
-        reply = self._client.run(script, self.keys, args, queue=self.name)
-        return pending, failed, list(reply[1:])
+        return args, pending, failed
 
     def delete(self, receipt_handle: str | Message) -> bool:
         """Delete a received message by its receipt handle (or the Message itself).
@@ -412,6 +498,12 @@ class Queue:
 
     def _delete(self, entries: Sequence[DeleteEntry], *, single: bool) -> BatchResult[str]:
         pending, failed, statuses = self._by_receipt("delete", entries, single)
+        return self._delete_result(pending, failed, statuses, single=single)
+
+    def _delete_result(
+        self, pending: list[str], failed: list[BatchFailure], statuses: list[int], *, single: bool
+    ) -> BatchResult[str]:
+        """The outcome per entry of the delete script's ``statuses`` for the ``pending`` entries."""
         successful: list[str] = []
         for entry_id, status in zip(pending, statuses, strict=True):
             if status < 0:  # E_RECEIPT_EXPIRED: a FIFO receipt whose timeout ran out

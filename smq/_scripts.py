@@ -167,7 +167,8 @@ class ScriptRunner:
         self._lock = threading.Lock()
         self._held = weakref.WeakSet()
 
-    def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
+    def _command(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> tuple[tuple[Any, ...], int]:
+        """(the EVALSHA command of script ``name`` on a queue, the hash slot of its keys)."""
         source = sources(self.sharded)[name]
         route = self._routes.get((name, keys.name))
         if route is None:
@@ -176,7 +177,11 @@ class ScriptRunner:
             if len(self._routes) < 10_000:
                 self._routes[(name, keys.name)] = route
         key_names, slot = route
-        command = ("EVALSHA", source.sha, len(key_names), *key_names, *args)
+        return ("EVALSHA", source.sha, len(key_names), *key_names, *args), slot
+
+    def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
+        source = sources(self.sharded)[name]
+        command, slot = self._command(name, keys, args)
         wait = None if name in READ_ONLY else self.wait
         try:
             return self._send(command, slot, wait)
@@ -185,6 +190,67 @@ class ScriptRunner:
             # primary and fails while any of them is down, when the others could serve.
             self._send(("SCRIPT", "LOAD", source.text), slot, None)
             return self._send(command, slot, wait)
+
+    def run_many(self, calls: Sequence[tuple[str, QueueKeys, Sequence[Any]]]) -> list[Any]:
+        """Run scripts of one queue in order, written to Redis together; their replies, in order.
+
+        One write and one wake-up of Redis for all of them (a delete riding on
+        the next receive). A call that Redis refused without running it
+        (NOSCRIPT, a slot that moved) runs again on its own, after the others.
+        A lost connection after the write leaves every call's outcome unknown.
+        """
+        commands = [self._command(*call) for call in calls]
+        slot = commands[0][1]
+        target = self._target(slot, None)
+        if target is None or any(s != slot for _, s in commands):
+            return [self.run(*call) for call in calls]  # not a client smq knows: one by one
+        writes = any(name not in READ_ONLY for name, _, _ in calls)
+        replies = self._send_many_to(*target, [c for c, _ in commands], self.wait if writes else None)
+        for i, reply in enumerate(replies):
+            if isinstance(reply, (NoScriptError, MovedError, AskError)):
+                if isinstance(reply, MovedError):
+                    _note_moved(self._redis.nodes_manager, reply)
+                replies[i] = self.run(*calls[i])
+            elif isinstance(reply, ReadOnlyError):
+                raise NotSent(_REPLICA.format(error=reply)) from reply  # a replica ran none of them
+            elif isinstance(reply, ResponseError):
+                raise reply
+        return replies
+
+    def _send_many_to(self, node: str, pool: Any, commands: list[tuple[Any, ...]], wait: Wait | None) -> list[Any]:
+        """Write ``commands`` at once on this thread's connection to ``node``; each reply or error."""
+        connection = self._connection(node, pool)
+        packed = list(commands)
+        if wait is not None and wait.pipelined:
+            packed.append(wait.command)
+        try:
+            connection.connect()
+            connection.send_packed_command([hiredis.pack_command(c) for c in packed])
+        except (ConnectionError, TimeoutError, OSError) as error:
+            self._drop(node, connection)
+            self._refresh_map()
+            raise NotSent(str(error)) from error
+        replies: list[Any] = []
+        try:
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except ResponseError as error:
+                    replies.append(error)  # this one did not run; the others' replies follow
+            if wait is not None:
+                if not wait.pipelined:
+                    connection.send_packed_command([hiredis.pack_command(wait.command)])
+                wait.check(connection.read_response())
+        except (ConnectionError, TimeoutError, OSError) as error:
+            self._drop(node, connection)
+            if isinstance(error.__context__, ReadOnlyError):
+                raise NotSent(_REPLICA.format(error=error.__context__)) from error
+            self._refresh_map()
+            raise
+        except ResponseError:
+            self._drop(node, connection)  # the wait's reply was an error: start afresh
+            raise
+        return replies
 
     def read(self, key: str, *command: Any) -> Any:
         """Send one command that only reads ``key``, to its node, on the scripts' connection."""
