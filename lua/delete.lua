@@ -56,6 +56,7 @@ if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
 local events_max = tonumber(settings[1])
+local evented = events_max > 0
 local inflight_limit = tonumber(settings[2]) or 120000
 local is_fifo = settings[3] == '1'
 local delay_ms = tonumber(settings[4]) or 0
@@ -82,11 +83,16 @@ for i = 1, count do
       status = ALREADY_GONE
     end
   else
-    local held_by, receive_count = parse_state(states[i])
+    -- The state's token, up to its first '|' (a plain find: no pattern, no numbers).
+    local bar = string.find(states[i], '|', 1, true) or 1
+    local held_by = string.sub(states[i], 1, bar - 1)
     local expiry = is_fifo and redis.call('ZSCORE', inflight, id)
     if held_by ~= ARGV[2 * i + 3] then
       status = STALE_IGNORED
-      emit(events, events_max, now, 'stale_receipt', id, receive_count, 'delete')
+      if evented then
+        local _, receive_count = parse_state(states[i])
+        emit(events, events_max, now, 'stale_receipt', id, receive_count, 'delete')
+      end
     elseif is_fifo and (expiry == false or tonumber(expiry) <= now) then
       -- As SQS: on a FIFO queue a receipt whose timeout ran out deletes nothing.
       status = E_RECEIPT_EXPIRED
@@ -95,7 +101,10 @@ for i = 1, count do
       if not doomed_seen[id] then
         doomed_seen[id] = true
         doomed[#doomed + 1] = id
-        emit(events, events_max, now, 'deleted', id, receive_count)
+        if evented then
+          local _, receive_count = parse_state(states[i])
+          emit(events, events_max, now, 'deleted', id, receive_count)
+        end
       end
     end
   end

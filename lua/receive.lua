@@ -113,6 +113,12 @@ end
 
 local want = math.min(max_messages, room)
 local skips = SKIP_MAX
+local evented = events_max > 0
+-- Numbers formatted once a call, not once a message: formatting is the
+-- dearest thing Lua does here.
+local now_text = tostring(now)
+local expiry_text = tostring(now + visibility_ms)
+local count_text = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
 local received = {}
 local moved = {}
 local new_states = {}
@@ -130,10 +136,11 @@ while want > 0 and skips > 0 do
   for i = 1, #ids do
     local id = ids[i]
     local record = records[i]
-    local receive_count, first_ms = 0, 0
+    local receive_count, first_ms, first_text = 0, 0, nil
     if states[i] then
-      local _
-      _, receive_count, first_ms = parse_state(states[i])
+      local count
+      count, first_text = string.match(states[i], '^[^|]*|(%d+)|(%d+)|')
+      receive_count, first_ms = tonumber(count), tonumber(first_text)
     end
     -- A ghost: deleted while visible, an id whose message is in flight, or a
     -- second entry of an id this call already handled.
@@ -148,7 +155,9 @@ while want > 0 and skips > 0 do
       redis.call('HDEL', origins, id)
       dropped = dropped + 1
       skips = skips - 1
-      emit(events, events_max, now, 'retention_expired', id, receive_count)
+      if evented then
+        emit(events, events_max, now, 'retention_expired', id, receive_count)
+      end
     elseif dlq ~= '' and max_receives > 0 and receive_count >= max_receives then
       local entry = dead_letter_out(outbox, outbox_at, now, id, token, dlq, queue_name,
         receive_count, first_ms, record)
@@ -158,15 +167,19 @@ while want > 0 and skips > 0 do
       moved[#moved + 1] = id
       moved[#moved + 1] = entry
       skips = skips - 1
-      emit(events, events_max, now, 'dead_lettered', id, receive_count)
+      if evented then
+        emit(events, events_max, now, 'dead_lettered', id, receive_count)
+      end
     else
       receive_count = receive_count + 1
       if first_ms == 0 then
-        first_ms = now
+        first_ms, first_text = now, now_text
       end
       new_states[#new_states + 1] = id
-      new_states[#new_states + 1] = format_state(token, receive_count, first_ms, now)
-      new_inflight[#new_inflight + 1] = now + visibility_ms
+      -- The state format_state writes: "<token>|<receive_count>|<first_ms>|<receive_ms>".
+      new_states[#new_states + 1] = token .. '|' .. (count_text[receive_count] or tostring(receive_count))
+        .. '|' .. first_text .. '|' .. now_text
+      new_inflight[#new_inflight + 1] = expiry_text
       new_inflight[#new_inflight + 1] = id
       received[#received + 1] = id
       received[#received + 1] = record
@@ -176,7 +189,9 @@ while want > 0 and skips > 0 do
       if receive_count > 1 then
         redelivered = redelivered + 1
       end
-      emit(events, events_max, now, 'received', id, receive_count, visibility_ms)
+      if evented then
+        emit(events, events_max, now, 'received', id, receive_count, visibility_ms)
+      end
     end
   end
 end

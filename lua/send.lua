@@ -46,6 +46,7 @@ local events_max = tonumber(settings[3]) or 0
 
 -- Validate every entry before the first write.
 local delays = {}
+local sizes = {}
 local deduplicating = false
 for i = 1, count do
   local base = 5 * i - 1
@@ -61,12 +62,16 @@ for i = 1, count do
     delay = queue_delay
   end
   delays[i] = delay
+  sizes[i] = size
 end
 
 local reply = {OK}
 local records = {}
 local now_visible = {}
 local sent, duplicates = 0, 0
+local evented = events_max > 0
+-- Each record starts with the send time: formatted once, not once a message.
+local stamp = now .. '|'
 if deduplicating then
   trim_dedup(dedup, dedup_at, now)
 end
@@ -78,7 +83,7 @@ for i = 1, count do
   if key ~= '' then
     first = redis.call('HGET', dedup, key)
   end
-  if tonumber(ARGV[base + 2]) > max_size then
+  if sizes[i] > max_size then
     reply[#reply + 1] = E_TOO_LONG
     reply[#reply + 1] = max_size
   elseif first then
@@ -92,14 +97,16 @@ for i = 1, count do
     reply[#reply + 1] = OK
     reply[#reply + 1] = id
     records[#records + 1] = id
-    records[#records + 1] = now .. '|' .. ARGV[base + 3]
+    records[#records + 1] = stamp .. ARGV[base + 3]
     if delays[i] > 0 then
       redis.call('ZADD', delayed, now + delays[i], id)
     else
       now_visible[#now_visible + 1] = id
     end
     sent = sent + 1
-    emit(events, events_max, now, 'sent', id, 0, delays[i])
+    if evented then
+      emit(events, events_max, now, 'sent', id, 0, delays[i])
+    end
   end
 end
 

@@ -103,10 +103,11 @@ _SPUBLISH = "'SPUBLISH'"
 def _sources() -> dict[str, ScriptSource]:
     folder = lua_dir()
     prelude = "".join(p.read_text() + "\n" for p in sorted((folder / "includes").glob("*.lua")))
+    definitions = _definitions(prelude)
     loaded = {}
     for path in sorted(folder.glob("*.lua")):
         body = path.read_text()
-        text = prelude + body
+        text = _prelude_for(body, definitions) + body
         loaded[path.stem] = ScriptSource(
             name=path.stem,
             text=text,
@@ -114,6 +115,35 @@ def _sources() -> dict[str, ScriptSource]:
             key_kinds=parse_key_kinds(path.stem, body),
         )
     return loaded
+
+
+_DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_]\w*)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _definitions(prelude: str) -> list[tuple[str, str]]:
+    """The prelude's top-level ``local`` definitions, in order: (name, its text)."""
+    found: list[tuple[str, list[str]]] = []
+    for line in prelude.splitlines(keepends=True):
+        match = _DEFINITION.match(line)
+        if match:
+            found.append((match.group(1), [line]))
+        elif found:
+            found[-1][1].append(line)
+    return [(name, "".join(lines)) for name, lines in found]
+
+
+def _prelude_for(body: str, definitions: list[tuple[str, str]]) -> str:
+    """The definitions ``body`` uses, directly or through another, in prelude order.
+
+    Every script runs its prelude on every call: defining helpers it never
+    calls costs Redis a few microseconds a call.
+    """
+    wanted = set(_NAME.findall(body))
+    for name, definition in reversed(definitions):  # a definition uses only earlier ones
+        if name in wanted:
+            wanted.update(_NAME.findall(definition))
+    return "".join(definition for name, definition in definitions if name in wanted)
 
 
 _IDLE_CHECK_SECONDS = 1.0
