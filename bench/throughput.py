@@ -371,7 +371,13 @@ def make_driver(system: str, address: str, name: str, batch: int, role: str) -> 
     return KombuDriver(address, name, batch, role)
 
 
-ADMIN: dict[str, Any] = {"smq": SmqDriver, "smq-separate": SmqDriver, "rsmq": RsmqDriver, "kombu": KombuDriver, "streams": StreamsDriver}
+ADMIN: dict[str, Any] = {
+    "smq": SmqDriver,
+    "smq-separate": SmqDriver,
+    "rsmq": RsmqDriver,
+    "kombu": KombuDriver,
+    "streams": StreamsDriver,
+}
 
 
 # -- worker processes ------------------------------------------------------------------
@@ -564,7 +570,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--warmup", type=float, default=0.5, help="seconds run before the window (default 0.5)"
     )
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of smq,smq-separate,rsmq,kombu,streams")
+    parser.add_argument(
+        "--systems", default=",".join(SYSTEMS), help="comma list of smq,smq-separate,rsmq,kombu,streams"
+    )
     parser.add_argument("--batches", default="1,10", help="comma list of batch sizes, 1-10 (default 1,10)")
     parser.add_argument("--layouts", default="1x1,2x2", help="PxC producers x consumers (default 1x1,2x2)")
     parser.add_argument(

@@ -190,6 +190,8 @@ class ScriptRunner:
         # Weak: a connection closes when the thread holding it ends.
         self._held: weakref.WeakSet[Any] = weakref.WeakSet()
         self._routes: dict[tuple[str, str], tuple[list[str], int]] = {}
+        # Scripts that ran (so were loaded on a node); see run_many.
+        self._ran: set[str] = set()
         reset_after_fork(self)
 
     def _after_fork(self) -> None:
@@ -214,12 +216,14 @@ class ScriptRunner:
         command, slot = self._command(name, keys, args)
         wait = None if name in READ_ONLY else self.wait
         try:
-            return self._send(command, slot, wait)
+            reply = self._send(command, slot, wait)
         except NoScriptError:
             # Load it on that node only: a cluster client's SCRIPT LOAD goes to every
             # primary and fails while any of them is down, when the others could serve.
             self._send(("SCRIPT", "LOAD", source.text), slot, None)
-            return self._send(command, slot, wait)
+            reply = self._send(command, slot, wait)
+        self._ran.add(name)
+        return reply
 
     def run_many(self, calls: Sequence[tuple[str, QueueKeys, Sequence[Any]]]) -> list[Any]:
         """Run scripts of one queue in order, written to Redis together; their replies, in order.
@@ -228,18 +232,26 @@ class ScriptRunner:
         the next receive). A call that Redis refused without running it
         (NOSCRIPT, a slot that moved) runs again on its own, after the others.
         A lost connection after the write leaves every call's outcome unknown.
+        Until each script has run once through this runner, the calls go one by
+        one, so that the first use (which loads the scripts) keeps their order.
         """
         commands = [self._command(*call) for call in calls]
         slot = commands[0][1]
         target = self._target(slot, None)
-        if target is None or any(s != slot for _, s in commands):
-            return [self.run(*call) for call in calls]  # not a client smq knows: one by one
+        if (
+            target is None
+            or any(s != slot for _, s in commands)
+            or any(n not in self._ran for n, _, _ in calls)
+        ):
+            return [self.run(*call) for call in calls]
         writes = any(name not in READ_ONLY for name, _, _ in calls)
         replies = self._send_many_to(*target, [c for c, _ in commands], self.wait if writes else None)
         for i, reply in enumerate(replies):
             if isinstance(reply, (NoScriptError, MovedError, AskError)):
                 if isinstance(reply, MovedError):
                     _note_moved(self._redis.nodes_manager, reply)
+                # Not run, while the calls after it did (a node that lost its scripts, a slot
+                # that moved between the two): it runs after them, out of order, this once.
                 replies[i] = self.run(*calls[i])
             elif isinstance(reply, ReadOnlyError):
                 raise NotSent(_REPLICA.format(error=reply)) from reply  # a replica ran none of them
@@ -247,7 +259,9 @@ class ScriptRunner:
                 raise reply
         return replies
 
-    def _send_many_to(self, node: str, pool: Any, commands: list[tuple[Any, ...]], wait: Wait | None) -> list[Any]:
+    def _send_many_to(
+        self, node: str, pool: Any, commands: list[tuple[Any, ...]], wait: Wait | None
+    ) -> list[Any]:
         """Write ``commands`` at once on this thread's connection to ``node``; each reply or error."""
         connection = self._connection(node, pool)
         packed = list(commands)
