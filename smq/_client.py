@@ -447,7 +447,7 @@ class Client:
         if not self._checked:
             self._check_redis()
         what = " and ".join(name for name, _, _ in calls)
-        replies = self._at_boundary(what, queue, self._scripts.run_many, calls)
+        replies: list[Any] = self._at_boundary(what, queue, self._scripts.run_many, calls)
         for reply in replies:
             if reply[0] < 0 and reply[0] != tolerate:
                 raise error_for(reply[0], queue, reply[1] if len(reply) > 1 else "")

@@ -63,11 +63,15 @@ log = logging.getLogger("smq.queue")
 
 @dataclass
 class _Rider:
-    """A script call that rides on the next receive's write to Redis, and its reply once run."""
+    """A script call that rides on the next receive's write to Redis, and its reply once run.
+
+    ``ran`` (if given) is called with the reply as soon as it comes, before a long poll waits.
+    """
 
     script: str
     args: list[Any]
     reply: Any = None
+    ran: Callable[[Any], None] | None = None
 
 
 class Queue:
@@ -225,17 +229,30 @@ class Queue:
             return deleted, self._receive(
                 max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or ""
             )
-        args, pending, failed = self._receipt_args(entries, single=False)
-        if args is None:
-            deleted = BatchResult([], failed)
-            return deleted, self._receive(
-                max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or ""
-            )
-        rider = _Rider("delete", args)
+        outcome: list[BatchResult[str]] = []
+        rider = self._delete_rider(entries, outcome.append)
         messages = self._receive(
             max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or "", rider=rider
         )
-        return self._delete_result(pending, failed, list(rider.reply[1:]), single=False), messages
+        return outcome[0], messages
+
+    def _delete_rider(
+        self, entries: Sequence[DeleteEntry], ran: Callable[[BatchResult[str]], None]
+    ) -> _Rider | None:
+        """A delete of ``entries`` to ride on the next receive; ``ran`` gets its outcome.
+
+        None when no entry names a valid receipt (``ran`` has the outcome already).
+        Not for a sharded queue, whose receive may go to another shard.
+        """
+        args, pending, failed = self._receipt_args(entries, single=False)
+        if args is None:
+            ran(BatchResult([], failed))
+            return None
+
+        def done(reply: Any) -> None:
+            ran(self._delete_result(pending, failed, list(reply[1:]), single=False))
+
+        return _Rider("delete", args, ran=done)
 
     def _check_receive(
         self,
@@ -348,6 +365,8 @@ class Queue:
         else:
             calls = [(rider.script, self.keys, rider.args), (script, self.keys, args)]
             rider.reply, reply = self._client.run_many(calls, queue=self.name, tolerate=Status.E_OVER_LIMIT)
+            if rider.ran is not None:
+                rider.ran(rider.reply)
         if reply[0] == Status.E_OVER_LIMIT:
             # SQS answers a FIFO queue at its limit with no messages, not an error.
             return [], int(reply[1]), int(reply[2]), not self.fifo

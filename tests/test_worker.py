@@ -341,3 +341,36 @@ def test_every_message_ends_in_exactly_one_outcome(
     assert sum(totals.values()) == received
     assert totals["succeeded"] == jobs.attributes().counters["deleted"]
     assert totals["released"] >= 1  # the held ones, at the end of the grace period
+
+
+class DeleteCountingQueue(smq.Queue):
+    """A real queue that counts the deletes the heartbeat thread sends on their own."""
+
+    __slots__ = ("own_deletes",)
+
+    def __init__(self, client: smq.Client, name: str) -> None:
+        super().__init__(client, name)
+        self.own_deletes = 0
+
+    def delete_batch(self, entries: Sequence[smq.DeleteEntry]) -> smq.BatchResult[str]:
+        self.own_deletes += 1
+        return super().delete_batch(entries)
+
+
+def test_deletes_ride_on_the_next_receive(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    redis_client.create_queue("jobs")
+    jobs = DeleteCountingQueue(redis_client, "jobs")
+    for start in range(0, 40, 10):
+        jobs.send_batch([smq.SendEntry(str(i), f"m{start + i}") for i in range(10)])
+    handled: list[str] = []
+    # One message held at a time: the receiver waits for room, which a finished message's
+    # delete makes; it takes that delete and sends it with its next receive.
+    config = smq.WorkerConfig(concurrency=1, prefetch=0, wait_time_seconds=1)
+    worker = smq.Worker(redis_client, jobs, lambda job: handled.append(job.body), config=config)
+    running(worker)
+    wait_for(lambda: jobs.attributes().counters.get("deleted", 0) == 40, 20, "40 deletes")
+    info = jobs.attributes()
+    assert (info.visible, info.in_flight, sorted(handled)) == (0, 0, sorted(f"m{i}" for i in range(40)))
+    assert jobs.own_deletes <= 10, f"{jobs.own_deletes} of 40 deletes went on their own"

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from .._batch import MAX_BATCH
 from .._errors import QueueDoesNotExist, SmqError
-from .._message import ChangeEntry, DeleteEntry, Message
+from .._message import BatchResult, ChangeEntry, DeleteEntry, Message
 from .._queue import Queue
 from ._job import Job
 from ._metrics import WorkerMetrics
@@ -203,15 +203,43 @@ class LeaseKeeper:
         with self._cond:
             return sum(1 for lease in self._leases.values() if lease.state == RUNNING)
 
-    def wait_for_room(self, limit: int, stopping: Callable[[], bool]) -> int:
-        """Block until fewer than ``limit`` leases are held; returns the room (0: stopping)."""
+    def wait_for_room(
+        self, limit: int, stopping: Callable[[], bool], *, take_deletes: bool = False
+    ) -> tuple[int, list[Lease]]:
+        """Block until fewer than ``limit`` leases are held; returns (the room, 0 when stopping; deletes).
+
+        With ``take_deletes``, up to 10 queued deletes are handed to the
+        caller, which sends them with its next receive and then reports with
+        ``deleted`` or ``hand_back``; their leases count as room, since the
+        receive deletes them before it takes more.
+        """
         with self._cond:
             while not stopping():
-                room = limit - len(self._leases)
+                taken: list[Lease] = []
+                if take_deletes and self._deletes and time.monotonic() >= self._actions_at:
+                    taken = self._deletes[:MAX_BATCH]
+                room = limit - len(self._leases) + len(taken)
                 if room > 0:
-                    return room
+                    del self._deletes[: len(taken)]
+                    return room, taken
                 self._cond.wait(0.5)
-        return 0
+        return 0, []
+
+    def deleted(self, leases: list[Lease], result: BatchResult[str]) -> None:
+        """The deletes of ``leases`` ran (entry ids are their positions): done with them."""
+        for failure in result.failed:
+            log.warning("delete of message %s failed: %s", leases[int(failure.id)].job.message_id, failure)
+        with self._cond:
+            for lease in leases:
+                self._finish(lease)
+
+    def hand_back(self, leases: list[Lease]) -> None:
+        """Deletes taken by ``wait_for_room`` that did not surely run: the keeper sends them."""
+        if leases:
+            with self._cond:
+                self._queued()
+                self._deletes.extend(leases)
+                self._cond.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no handler runs, for ``timeout`` s at most; True if none does."""
@@ -319,11 +347,7 @@ class LeaseKeeper:
                 with self._cond:
                     self._deletes.extend(chunk)
                 continue
-            for failure in result.failed:
-                log.warning("delete of message %s failed: %s", chunk[int(failure.id)].job.message_id, failure)
-            with self._cond:
-                for lease in chunk:
-                    self._finish(lease)
+            self.deleted(chunk, result)
 
     def _change(self, changes: list[tuple[Lease, int]]) -> None:
         for start in range(0, len(changes), MAX_BATCH):

@@ -7,12 +7,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from types import FrameType
 from typing import Any
 
 from .._batch import MAX_BATCH
 from .._client import Client
 from .._errors import InvalidParameter, QueueDoesNotExist, SmqError
+from .._message import DeleteEntry
 from .._queue import Queue
 from ._config import WorkerConfig
 from ._leases import CEILING_SECONDS, LeaseKeeper
@@ -225,20 +227,31 @@ class Worker:
         stopping = self._stop.is_set
         errors = 0
         while not stopping():
-            room = keeper.wait_for_room(config.max_held, stopping)
+            # The deletes of finished messages ride on this receive (one round trip for both),
+            # except on a sharded queue (its receive may go to another shard): the keeper sends those.
+            ride = not self.queue._shards()
+            room, done = keeper.wait_for_room(config.max_held, stopping, take_deletes=ride)
             if room <= 0:
                 return
+            rider = None
+            if done:
+                entries = [DeleteEntry(str(i), lease.receipt) for i, lease in enumerate(done)]
+                rider = self.queue._delete_rider(entries, partial(keeper.deleted, done))
             received = time.monotonic()
             try:
                 messages = self.queue._receive(
-                    min(room, MAX_BATCH), timeout * 1000, config.wait_time_seconds, stop=stopping
+                    min(room, MAX_BATCH), timeout * 1000, config.wait_time_seconds, stop=stopping, rider=rider
                 )
             except QueueDoesNotExist as error:
                 log.error("queue %r was deleted: the worker stops", self.queue.name)
+                if rider is not None and rider.reply is None:
+                    keeper.hand_back(done)
                 self._fatal = error
                 self._stop.set()
                 return
             except SmqError as error:
+                if rider is not None and rider.reply is None:
+                    keeper.hand_back(done)  # the keeper deletes them again (a second delete is harmless)
                 pause = _ERROR_PAUSES[min(errors, len(_ERROR_PAUSES) - 1)]
                 errors += 1
                 self.metrics.redis_errors.inc()
