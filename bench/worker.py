@@ -88,6 +88,18 @@ def hand_loop(client: smq.Client, queue: smq.Queue, count: int) -> float:
     return count / (time.monotonic() - started)
 
 
+def hand_loop_pipelined(client: smq.Client, queue: smq.Queue, count: int) -> float:
+    started = time.monotonic()
+    received = 0
+    finished: list[smq.DeleteEntry] = []
+    while received < count:
+        _, messages = queue.delete_and_receive(finished, 10, wait_time_seconds=1)
+        received += len(messages)
+        finished = [smq.DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(messages)]
+    queue.delete_batch(finished)  # the last batch: no receive to ride on
+    return count / (time.monotonic() - started)
+
+
 def in_process(handler: Callable[[smq.Job], Any], concurrency: int) -> Callable[..., float]:
     def run(client: smq.Client, queue: smq.Queue, count: int) -> float:
         config = smq.WorkerConfig(concurrency=concurrency, prefetch=10)
@@ -166,7 +178,9 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=1000)
     parser.add_argument("--heartbeat-seconds", type=float, default=10)
     parser.add_argument("--redis-server", default=None)
+    parser.add_argument("--output", type=Path, default=RESULTS / "worker.json")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as temp:
         folder = Path(temp)
         (folder / "bench_handlers.py").write_text(HANDLERS)
@@ -174,6 +188,7 @@ def main() -> None:
         with server, smq.Client(server.url) as client:
             cases: dict[str, Callable[..., float]] = {
                 "hand-written loop (receive 10, delete batch)": hand_loop,
+                "hand-written loop (delete_and_receive)": hand_loop_pipelined,
                 "smq.Worker, 1 thread": in_process(lambda job: None, 1),
                 "smq.Worker, 8 threads": in_process(lambda job: None, 8),
                 "smq.Worker, 8 async tasks": in_process(_noop_async, 8),
@@ -188,24 +203,28 @@ def main() -> None:
             beat = heartbeat(client, folder, server.url, args.held, args.heartbeat_seconds)
     base = statistics.median(rates["hand-written loop (receive 10, delete batch)"])
     print(f"\n{args.messages} messages per case, median of {args.repeat}\n")
-    print("| case | msgs/s | vs hand-written loop |\n|---|---:|---:|")
+    load = (load_before, os.getloadavg())
+    print(f"load average (1, 5, 15 min) before {load[0]}, after {load[1]}\n")
+    print("| case | msgs/s (median) | min-max | vs hand-written loop |\n|---|---:|---:|---:|")
     for name, values in rates.items():
         median = statistics.median(values)
-        print(f"| {name} | {median:,.0f} | {median / base:.2f}x |")
+        print(f"| {name} | {median:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {median / base:.2f}x |")
     print(
         f"\nheartbeat: {beat['held']} messages held under a 2 s timeout: "
         f"{beat['extended_per_s']:,.0f} extensions/s, worker CPU {beat['worker_cpu']:.1%} of a core, "
         f"{beat['expired']} expired"
     )
-    RESULTS.mkdir(exist_ok=True)
     record = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "load_average": {"before": load[0], "after": load[1]},
         "messages": args.messages,
         "repeat": args.repeat,
         "rates": rates,
         "heartbeat": beat,
     }
-    (RESULTS / "worker.json").write_text(json.dumps(record, indent=2) + "\n")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"\nraw results: {args.output}")
 
 
 if __name__ == "__main__":

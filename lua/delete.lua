@@ -44,7 +44,6 @@ local waiting = KEYS[12]
 local delayed = KEYS[13]
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
   ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
-local now = clock(ARGV[1])
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)
 
@@ -60,6 +59,8 @@ local evented = events_max > 0
 local inflight_limit = tonumber(settings[2]) or 120000
 local is_fifo = settings[3] == '1'
 local delay_ms = tonumber(settings[4]) or 0
+-- Only events and FIFO queues need the time: a standard queue's delete reads no clock.
+local now = (evented or is_fifo) and clock(ARGV[1]) or 0
 local was_full = redis.call('ZCARD', inflight) >= inflight_limit
 
 local ids = {}

@@ -119,6 +119,7 @@ local evented = events_max > 0
 local now_text = tostring(now)
 local expiry_text = tostring(now + visibility_ms)
 local count_text = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
+local handed_n = 0
 local received = {}
 local moved = {}
 local new_states = {}
@@ -175,16 +176,20 @@ while want > 0 and skips > 0 do
       if first_ms == 0 then
         first_ms, first_text = now, now_text
       end
-      new_states[#new_states + 1] = id
+      -- This message's slots in the three tables, by count rather than by the # operator.
+      local at = 2 * handed_n
+      new_states[at + 1] = id
       -- The state format_state writes: "<token>|<receive_count>|<first_ms>|<receive_ms>".
-      new_states[#new_states + 1] = token .. '|' .. (count_text[receive_count] or tostring(receive_count))
+      new_states[at + 2] = token .. '|' .. (count_text[receive_count] or tostring(receive_count))
         .. '|' .. first_text .. '|' .. now_text
-      new_inflight[#new_inflight + 1] = expiry_text
-      new_inflight[#new_inflight + 1] = id
-      received[#received + 1] = id
-      received[#received + 1] = record
-      received[#received + 1] = receive_count
-      received[#received + 1] = first_ms
+      new_inflight[at + 1] = expiry_text
+      new_inflight[at + 2] = id
+      at = 4 * handed_n
+      received[at + 1] = id
+      received[at + 2] = record
+      received[at + 3] = receive_count
+      received[at + 4] = first_ms
+      handed_n = handed_n + 1
       want = want - 1
       if receive_count > 1 then
         redelivered = redelivered + 1
@@ -214,10 +219,12 @@ if received_n == 0 then
     reply[2] = next_due(true)
   end
 end
+local n = 5
 for i = 1, #moved do
-  reply[#reply + 1] = moved[i]
+  reply[n + i] = moved[i]
 end
+n = n + #moved
 for i = 1, #received do
-  reply[#reply + 1] = received[i]
+  reply[n + i] = received[i]
 end
 return reply

@@ -215,14 +215,25 @@ class LeaseKeeper:
         """
         with self._cond:
             while not stopping():
+                now = time.monotonic()
+                room = limit - len(self._leases)
                 taken: list[Lease] = []
-                if take_deletes and self._deletes and time.monotonic() >= self._actions_at:
-                    taken = self._deletes[:MAX_BATCH]
-                room = limit - len(self._leases) + len(taken)
+                wait = 0.5
+                if take_deletes and self._deletes and now >= self._actions_at:
+                    # As the keeper does, wait a moment for company rather than
+                    # delete (and receive) one message a call, unless none can come.
+                    ready_at = self._pending_since + _LINGER
+                    full = len(self._deletes) >= MAX_BATCH
+                    alone = len(self._deletes) + len(self._changes) >= len(self._leases)
+                    if room > 0 or full or alone or now >= ready_at:
+                        taken = self._deletes[:MAX_BATCH]
+                    else:
+                        wait = ready_at - now
+                room += len(taken)
                 if room > 0:
                     del self._deletes[: len(taken)]
                     return room, taken
-                self._cond.wait(0.5)
+                self._cond.wait(wait)
         return 0, []
 
     def deleted(self, leases: list[Lease], result: BatchResult[str]) -> None:
