@@ -213,9 +213,9 @@ class Queue:
         so on a FIFO queue a group they unlock may be received at once.
         Returns (the deletes' outcome per entry, the messages received).
 
-        If the call raises, the deletes may have run, unless it raised before
-        reaching Redis or ``Unavailable``: delete the same receipts again, which
-        is safe (a receipt that already deleted its message succeeds again).
+        If the call raises after checking its arguments, the deletes may have
+        run: delete the same receipts again, which is safe (a receipt that
+        already deleted its message succeeds again).
         """
         visibility_ms = self._check_receive(max_messages, visibility_timeout, wait_time_seconds, attempt_id)
         if not entries:
