@@ -84,6 +84,7 @@ class LeaseKeeper:
         self._closing = False
         self._accepting = True  # False once a stop released the waiting messages
         self._abandoned = False  # close() gave up waiting: the thread ends at once
+        self._receiver_waiting = False  # the receiver will send the deletes with its receive
         self.failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="smq-leases", daemon=True)
 
@@ -211,29 +212,46 @@ class LeaseKeeper:
         With ``take_deletes``, up to 10 queued deletes are handed to the
         caller, which sends them with its next receive and then reports with
         ``deleted`` or ``hand_back``; their leases count as room, since the
-        receive deletes them before it takes more.
+        receive deletes them before it takes more. While the caller waits here
+        the keeper thread leaves the deletes to it.
         """
         with self._cond:
-            while not stopping():
-                now = time.monotonic()
-                room = limit - len(self._leases)
-                taken: list[Lease] = []
-                wait = 0.5
-                if take_deletes and self._deletes and now >= self._actions_at:
-                    # As the keeper does, wait a moment for company rather than
-                    # delete (and receive) one message a call, unless none can come.
-                    ready_at = self._pending_since + _LINGER
-                    full = len(self._deletes) >= MAX_BATCH
-                    alone = len(self._deletes) + len(self._changes) >= len(self._leases)
-                    if room > 0 or full or alone or now >= ready_at:
-                        taken = self._deletes[:MAX_BATCH]
-                    else:
-                        wait = ready_at - now
-                room += len(taken)
-                if room > 0:
+            self._receiver_waiting = take_deletes
+            try:
+                return self._room(limit, stopping, take_deletes)
+            finally:
+                self._receiver_waiting = False
+                self._cond.notify_all()  # deletes left over are the keeper's again
+
+    def _room(self, limit: int, stopping: Callable[[], bool], take_deletes: bool) -> tuple[int, list[Lease]]:
+        """wait_for_room's wait, with the lock held."""
+        wanted = min(MAX_BATCH, limit)
+        room_since: float | None = None
+        while not stopping():
+            now = time.monotonic()
+            room = limit - len(self._leases)
+            taken: list[Lease] = []
+            wait = 0.5
+            if take_deletes and self._deletes and now >= self._actions_at:
+                # As the keeper does, wait a moment for company rather than
+                # delete (and receive) one message a call, unless none can come.
+                ready_at = self._pending_since + _LINGER
+                full = len(self._deletes) >= MAX_BATCH
+                alone = len(self._deletes) + len(self._changes) >= len(self._leases)
+                if room > 0 or full or alone or now >= ready_at:
+                    taken = self._deletes[:MAX_BATCH]
+                else:
+                    wait = ready_at - now
+            room += len(taken)
+            if room > 0:
+                # A little room: wait a moment for more, rather than receive a message or
+                # two a call while those already held keep the handlers busy.
+                room_since = now if room_since is None else room_since
+                if room >= wanted or now >= room_since + _LINGER:
                     del self._deletes[: len(taken)]
                     return room, taken
-                self._cond.wait(wait)
+                wait = min(wait, room_since + _LINGER - now)
+            self._cond.wait(wait)
         return 0, []
 
     def deleted(self, leases: list[Lease], result: BatchResult[str]) -> None:
@@ -314,7 +332,9 @@ class LeaseKeeper:
         """Wait (holding the lock) until something is due; None when closed and done."""
         while True:
             now = time.monotonic()
-            pending = len(self._deletes) + len(self._changes)
+            # Deletes wait for the receiver while it waits for room (not while closing).
+            mine = self._closing or not self._receiver_waiting
+            pending = (len(self._deletes) if mine else 0) + len(self._changes)
             actions_at = max(self._actions_at, self._pending_since + _LINGER)
             if pending >= MAX_BATCH or self._closing:
                 actions_at = self._actions_at
@@ -334,7 +354,8 @@ class LeaseKeeper:
         deletes: list[Lease] = []
         changes: list[tuple[Lease, int]] = []
         if actions_due:
-            deletes, self._deletes = self._deletes, []
+            if mine:
+                deletes, self._deletes = self._deletes, []
             changes, self._changes = self._changes, []
         # Extend early the leases that would be due soon anyway: fewer calls.
         extensions = [
