@@ -263,17 +263,7 @@ class ScriptRunner:
         self, node: str, pool: Any, commands: list[tuple[Any, ...]], wait: Wait | None
     ) -> list[Any]:
         """Write ``commands`` at once on this thread's connection to ``node``; each reply or error."""
-        connection = self._connection(node, pool)
-        packed = list(commands)
-        if wait is not None and wait.pipelined:
-            packed.append(wait.command)
-        try:
-            connection.connect()
-            connection.send_packed_command([hiredis.pack_command(c) for c in packed])
-        except (ConnectionError, TimeoutError, OSError) as error:
-            self._drop(node, connection)
-            self._refresh_map()
-            raise NotSent(str(error)) from error
+        connection = self._write(node, pool, commands, wait)
         replies: list[Any] = []
         try:
             for _ in commands:
@@ -320,16 +310,14 @@ class ScriptRunner:
                 asking = ask  # the slot is moving: this key is at the node named, for now
         raise NotSent(f"the slot of the call kept moving ({_REDIRECTS} redirects): retry")
 
-    def _send_to(
-        self, node: str, pool: Any, command: tuple[Any, ...], wait: Wait | None, asking: bool
-    ) -> Any:
+    def _write(self, node: str, pool: Any, commands: list[tuple[Any, ...]], wait: Wait | None) -> Any:
+        """This thread's connection to ``node``, with ``commands`` (and a pipelined wait) written on it."""
         connection = self._connection(node, pool)
-        packed = [("ASKING",)] if asking else []
-        packed.append(command)
+        packed = list(commands)
         if wait is not None and wait.pipelined:
             packed.append(wait.command)
         try:
-            # Connecting, or writing: a failure here leaves the command unsent or
+            # Connecting, or writing: a failure here leaves the commands unsent or
             # cut short (a peer gone before the last byte ran nothing).
             connection.connect()
             connection.send_packed_command([hiredis.pack_command(c) for c in packed])
@@ -339,6 +327,12 @@ class ScriptRunner:
             # after its replica had long taken its slots over.
             self._refresh_map()
             raise NotSent(str(error)) from error
+        return connection
+
+    def _send_to(
+        self, node: str, pool: Any, command: tuple[Any, ...], wait: Wait | None, asking: bool
+    ) -> Any:
+        connection = self._write(node, pool, [("ASKING",), command] if asking else [command], wait)
         try:
             if asking:
                 connection.read_response()
