@@ -115,6 +115,37 @@ def test_a_change_the_replicas_do_not_confirm_in_time_is_outcome_unknown(
         assert queue.attributes().visible == 1  # it ran on the primary
 
 
+def test_a_delete_riding_on_a_receive_is_on_every_replica_when_the_call_returns(
+    replicated: Replicated,
+) -> None:
+    with replicated.client(wait_replicas=2, wait_timeout=5) as client:
+        queue = client.create_queue("riding")
+        queue.send_batch([smq.SendEntry(str(i), f"m{i}") for i in range(4)])
+        first, *taken = queue.receive(3)
+        queue.delete(first)  # each script has run once: the next call is one write
+        before = replicated.waits()
+        done = [smq.DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(taken)]
+        deleted, got = queue.delete_and_receive(done, 10)
+        assert (len(deleted.successful), len(got)) == (2, 1)
+        assert replicated.waits() > before
+        state = QueueKeys.of("riding").state
+        for replica in replicated.replicas:
+            with replica.client() as direct:
+                assert not any(direct.hexists(state, m.message_id) for m in taken)  # deleted there too
+                assert direct.hexists(state, got[0].message_id)  # and the receive's state is there
+    with replicated.client(wait_replicas=1, wait_timeout=0.3) as short:
+        queue = short.queue("riding")
+        queue.delete_batch([smq.DeleteEntry("0", got[0].receipt_handle)])
+        queue.send("m")
+        (message,) = queue.receive(1)
+        with (
+            replicated.stopped(),
+            pytest.raises(smq.OutcomeUnknown, match="delete and receive on queue 'riding'"),
+        ):
+            queue.delete_and_receive([smq.DeleteEntry("0", message.receipt_handle)], 1)
+        assert queue.attributes().counters["deleted"] == 5  # it ran on the primary
+
+
 def test_one_replica_down_fails_a_wait_for_two_but_not_for_one(replicated: Replicated) -> None:
     first = replicated.replicas[0]
     assert first.process is not None
