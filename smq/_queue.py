@@ -341,6 +341,11 @@ class Queue:
         # may be messages behind them, so look again, a bounded number of times.
         shards = self._shards()
         if shards:
+            if rider is not None and rider.reply is None:
+                # Sharded since the rider was made (deleted and created again): it goes alone.
+                rider.reply = self._client.run(rider.script, self.keys, rider.args, queue=self.name)
+                if rider.ran is not None:
+                    rider.ran(rider.reply)
             return sharded.receive_now(self._client._layouts, shards, max_messages, visibility_ms, attempt_id)
         for _ in range(_SKIP_ROUNDS):
             messages, next_due_ms, wait_ms, over_limit = self._receive_once(

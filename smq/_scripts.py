@@ -160,6 +160,13 @@ _REPLICA = (
 class NotSent(ConnectionError):
     """The script was not (wholly) sent, so it did not run: no connection, or the write failed."""
 
+    connected = False  # whether the failure came after the connection stood (while writing)
+
+
+class PartlyRun(ConnectionError):
+    """Of scripts written together, some ran and another was refused, or the write broke
+    after the first: what ran is not known to the caller (an outcome unknown)."""
+
 
 class ScriptRunner:
     """Runs scripts by name against one Redis (or Redis Cluster) client.
@@ -246,24 +253,39 @@ class ScriptRunner:
             return [self.run(*call) for call in calls]
         writes = any(name not in READ_ONLY for name, _, _ in calls)
         replies = self._send_many_to(*target, [c for c, _ in commands], self.wait if writes else None)
+        ran = any(not isinstance(reply, ResponseError) for reply in replies)
         for i, reply in enumerate(replies):
             if isinstance(reply, (NoScriptError, MovedError, AskError)):
                 if isinstance(reply, MovedError):
                     _note_moved(self._redis.nodes_manager, reply)
-                # Not run, while the calls after it did (a node that lost its scripts, a slot
-                # that moved between the two): it runs after them, out of order, this once.
-                replies[i] = self.run(*calls[i])
-            elif isinstance(reply, ReadOnlyError):
+                # Not run, while the calls after it may have (a node that lost its scripts, a
+                # slot that moved between the two): it runs after them, out of order, this once.
+                try:
+                    replies[i] = self.run(*calls[i])
+                except (ResponseError, ConnectionError) as error:
+                    if ran:
+                        raise PartlyRun(f"{error} (another script of the same write ran)") from error
+                    raise
+                ran = True
+            elif isinstance(reply, ReadOnlyError) and not ran:
                 raise NotSent(_REPLICA.format(error=reply)) from reply  # a replica ran none of them
+            elif isinstance(reply, ResponseError) and ran:
+                raise PartlyRun(f"{reply} (another script of the same write ran)") from reply
             elif isinstance(reply, ResponseError):
-                raise reply
+                raise reply  # none ran: as for one script (LOADING, CLUSTERDOWN, TRYAGAIN, ...)
         return replies
 
     def _send_many_to(
         self, node: str, pool: Any, commands: list[tuple[Any, ...]], wait: Wait | None
     ) -> list[Any]:
         """Write ``commands`` at once on this thread's connection to ``node``; each reply or error."""
-        connection = self._write(node, pool, commands, wait)
+        try:
+            connection = self._write(node, pool, commands, wait)
+        except NotSent as error:
+            if error.connected and len(commands) > 1:
+                # The write broke after it began: the first script may have gone out whole, and run.
+                raise PartlyRun(str(error)) from error
+            raise
         replies: list[Any] = []
         try:
             for _ in commands:
@@ -277,7 +299,8 @@ class ScriptRunner:
                 wait.check(connection.read_response())
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
-            if isinstance(error.__context__, ReadOnlyError):
+            ran = any(not isinstance(reply, ResponseError) for reply in replies)
+            if isinstance(error.__context__, ReadOnlyError) and not ran:
                 raise NotSent(_REPLICA.format(error=error.__context__)) from error
             self._refresh_map()
             raise
@@ -316,17 +339,21 @@ class ScriptRunner:
         packed = list(commands)
         if wait is not None and wait.pipelined:
             packed.append(wait.command)
+        connected = False
         try:
-            # Connecting, or writing: a failure here leaves the commands unsent or
+            # Connecting, or writing: a failure here leaves a command unsent or
             # cut short (a peer gone before the last byte ran nothing).
             connection.connect()
+            connected = True
             connection.send_packed_command([hiredis.pack_command(c) for c in packed])
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
             # The node is gone: without a fresh map every later call would ask it again,
             # after its replica had long taken its slots over.
             self._refresh_map()
-            raise NotSent(str(error)) from error
+            unsent = NotSent(str(error))
+            unsent.connected = connected
+            raise unsent from error
         return connection
 
     def _send_to(

@@ -8,8 +8,10 @@ import time
 import pytest
 
 import smq
-from conftest import raw
+from conftest import acl_url, raw
 from smq import DeleteEntry, SendEntry
+from smq._keys import KINDS, QueueKeys
+from smq.embedded import EmbeddedRedis
 
 
 def entries_of(messages: list[smq.Message]) -> list[DeleteEntry]:
@@ -151,3 +153,29 @@ def test_both_calls_reach_redis_in_one_read(redis_client: smq.Client) -> None:
         _, held = queue.delete_and_receive(entries_of(held), 1)
     # One read of each call's two scripts (and one of the INFO); separate calls would make 40.
     assert reads() - before <= calls + 5
+
+
+def test_a_receive_refused_after_its_delete_ran_is_an_unknown_outcome(
+    redis_server: EmbeddedRedis, redis_client: smq.Client
+) -> None:
+    queue = redis_client.create_queue("jobs")
+    queue.send_batch([SendEntry(str(i), f"m{i}") for i in range(3)])
+    first, *taken = queue.receive(2)
+    queue.delete(first)  # both scripts are loaded now
+    keys = QueueKeys.of("jobs")
+    # A user that may touch every key of the queue but the receive's outbox_at: Redis refuses
+    # that script (NOPERM) before running it, after the delete written with it ran.
+    allowed = [f"~{keys.by_kind(kind)}" for kind in KINDS if kind != "outbox_at"]
+    admin = raw(redis_client)
+    admin.execute_command("ACL", "SETUSER", "partly", "on", ">pw", "+@all", "&*", *allowed)
+    try:
+        limited = smq.Client(acl_url(redis_server, "partly", "pw"))
+        limited._checked = True  # the start-up probe's own keys are not allowed either
+        limited._scripts._ran.update({"delete", "receive"})  # both loaded: one write
+        with pytest.raises(smq.OutcomeUnknown, match="another script of the same write ran"):
+            limited.queue("jobs").delete_and_receive(entries_of(taken), 1)
+        limited.close()
+    finally:
+        admin.execute_command("ACL", "DELUSER", "partly")
+    info = queue.attributes()
+    assert (info.counters["deleted"], info.visible, info.in_flight) == (2, 1, 0)

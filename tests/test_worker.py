@@ -374,3 +374,34 @@ def test_deletes_ride_on_the_next_receive(
     info = jobs.attributes()
     assert (info.visible, info.in_flight, sorted(handled)) == (0, 0, sorted(f"m{i}" for i in range(40)))
     assert jobs.own_deletes <= 10, f"{jobs.own_deletes} of 40 deletes went on their own"
+
+
+class FlakyShardsQueue(smq.Queue):
+    """A real queue whose look-up of its shards fails a few times (Redis busy or unreachable)."""
+
+    __slots__ = ("failures",)
+
+    def __init__(self, client: smq.Client, name: str) -> None:
+        super().__init__(client, name)
+        self.failures = 0
+
+    def _shards(self) -> tuple[smq.Queue, ...]:
+        if self.failures > 0:
+            self.failures -= 1
+            raise smq.Unavailable("reading the shards: Redis is not answering")
+        return super()._shards()
+
+
+def test_a_failed_look_up_of_the_shards_is_retried_like_a_failed_receive(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    plain = redis_client.create_queue("jobs")
+    jobs = FlakyShardsQueue(redis_client, "jobs")
+    plain.send_batch([smq.SendEntry(str(i), f"m{i}") for i in range(10)])
+    config = smq.WorkerConfig(concurrency=2, wait_time_seconds=1)
+    worker = smq.Worker(redis_client, jobs, lambda job: None, config=config)
+    run = running(worker)
+    jobs.failures = 3  # from now on: the worker's loop meets them
+    plain.send_batch([smq.SendEntry(str(i), f"n{i}") for i in range(10)])
+    wait_for(lambda: plain.attributes().counters.get("deleted", 0) == 20, 20, "20 deletes")
+    assert run.thread.is_alive() and run.error is None

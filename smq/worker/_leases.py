@@ -45,7 +45,7 @@ WAITING, RUNNING, FINISHING, DONE = "waiting", "running", "finishing", "done"
 class Lease:
     """One held message: its job, timeout, deadline and where it is in its life."""
 
-    __slots__ = ("job", "timeout", "deadline", "ceiling", "state", "capped", "stale", "retry_at")
+    __slots__ = ("job", "timeout", "deadline", "ceiling", "state", "capped", "stale", "retry_at", "riding")
 
     def __init__(self, message: Message, timeout: int, received: float, ceiling: float) -> None:
         self.job = Job(message)
@@ -56,6 +56,7 @@ class Lease:
         self.capped = False  # the heartbeat reached the 12-hour ceiling
         self.stale = False  # another receive holds the message: never delete it
         self.retry_at = 0.0
+        self.riding = False  # its delete rides on the receiver's call: not extended meanwhile
 
     @property
     def receipt(self) -> str:
@@ -65,7 +66,7 @@ class Lease:
         return max(self.deadline - self.timeout / 2, self.retry_at)
 
     def heartbeating(self) -> bool:
-        return self.state != DONE and not self.capped and not self.job.lease_lost
+        return self.state != DONE and not self.capped and not self.job.lease_lost and not self.riding
 
 
 class LeaseKeeper:
@@ -249,6 +250,8 @@ class LeaseKeeper:
                 room_since = now if room_since is None else room_since
                 if room >= wanted or now >= room_since + _LINGER:
                     del self._deletes[: len(taken)]
+                    for lease in taken:
+                        lease.riding = True
                     return room, taken
                 wait = min(wait, room_since + _LINGER - now)
             self._cond.wait(wait)
@@ -266,6 +269,8 @@ class LeaseKeeper:
         """Deletes taken by ``wait_for_room`` that did not surely run: the keeper sends them."""
         if leases:
             with self._cond:
+                for lease in leases:
+                    lease.riding = False
                 self._queued()
                 self._deletes.extend(leases)
                 self._cond.notify_all()
@@ -427,8 +432,8 @@ class LeaseKeeper:
         now = time.monotonic()
         calls: list[tuple[Lease, int]] = []
         for lease in leases:
-            if lease.state == DONE:
-                continue  # deleted or released earlier in this round
+            if lease.state == DONE or lease.riding:
+                continue  # deleted or released earlier in this round, or being deleted
             left = math.floor(lease.ceiling - now)
             seconds = min(lease.timeout, left)
             if seconds < 1:
@@ -461,8 +466,8 @@ class LeaseKeeper:
         with self._cond:
             for i, (lease, seconds) in enumerate(chunk):
                 failure = failures.get(i)
-                if lease.state == DONE:
-                    continue  # deleted or released while the call was on its way
+                if lease.state == DONE or lease.riding:
+                    continue  # deleted, released or being deleted while the call was on its way
                 if failure is None:
                     lease.deadline = sent + seconds
                     lease.retry_at = 0.0

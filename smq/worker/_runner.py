@@ -14,10 +14,10 @@ from typing import Any
 from .._batch import MAX_BATCH
 from .._client import Client
 from .._errors import InvalidParameter, QueueDoesNotExist, SmqError
-from .._message import DeleteEntry
-from .._queue import Queue
+from .._message import DeleteEntry, Message
+from .._queue import Queue, _Rider
 from ._config import WorkerConfig
-from ._leases import CEILING_SECONDS, LeaseKeeper
+from ._leases import CEILING_SECONDS, Lease, LeaseKeeper
 from ._metrics import WorkerMetrics
 from ._runs import runs
 from ._slots import AsyncSlots, Handler, ThreadSlots, _Outcome, is_async
@@ -229,7 +229,10 @@ class Worker:
         while not stopping():
             # The deletes of finished messages ride on this receive (one round trip for both),
             # except on a sharded queue (its receive may go to another shard): the keeper sends those.
-            ride = not self.queue._shards()
+            try:
+                ride = not self.queue._shards()
+            except SmqError:
+                ride = False  # the receive below meets the same trouble, and pauses
             room, done = keeper.wait_for_room(config.max_held, stopping, take_deletes=ride)
             if room <= 0:
                 return
@@ -239,19 +242,13 @@ class Worker:
                 rider = self.queue._delete_rider(entries, partial(keeper.deleted, done))
             received = time.monotonic()
             try:
-                messages = self.queue._receive(
-                    min(room, MAX_BATCH), timeout * 1000, config.wait_time_seconds, stop=stopping, rider=rider
-                )
+                messages = self._receive_with(rider, done, keeper, min(room, MAX_BATCH), timeout, stopping)
             except QueueDoesNotExist as error:
                 log.error("queue %r was deleted: the worker stops", self.queue.name)
-                if rider is not None and rider.reply is None:
-                    keeper.hand_back(done)
                 self._fatal = error
                 self._stop.set()
                 return
             except SmqError as error:
-                if rider is not None and rider.reply is None:
-                    keeper.hand_back(done)  # the keeper deletes them again (a second delete is harmless)
                 pause = _ERROR_PAUSES[min(errors, len(_ERROR_PAUSES) - 1)]
                 errors += 1
                 self.metrics.redis_errors.inc()
@@ -266,6 +263,25 @@ class Worker:
                 slots.submit(run)
             if not messages and config.wait_time_seconds == 0:
                 self._stop.wait(0.5)
+
+    def _receive_with(
+        self,
+        rider: _Rider | None,
+        done: list[Lease],
+        keeper: LeaseKeeper,
+        max_messages: int,
+        timeout: int,
+        stopping: Callable[[], bool],
+    ) -> list[Message]:
+        """Receive, the deletes of ``done`` riding along; on any failure before they ran, hand them back."""
+        try:
+            return self.queue._receive(
+                max_messages, timeout * 1000, self.config.wait_time_seconds, stop=stopping, rider=rider
+            )
+        except BaseException:
+            if rider is not None and rider.reply is None:
+                keeper.hand_back(done)  # perhaps not run: the keeper deletes them again (harmless)
+            raise
 
     def _shut_down(
         self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, receiver: threading.Thread, server: Any
