@@ -119,7 +119,7 @@ local evented = events_max > 0
 local now_text = tostring(now)
 local expiry_text = tostring(now + visibility_ms)
 local count_text = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
-local handed_n = 0
+local received_n = 0
 local received = {}
 local moved = {}
 local new_states = {}
@@ -177,19 +177,19 @@ while want > 0 and skips > 0 do
         first_ms, first_text = now, now_text
       end
       -- This message's slots in the three tables, by count rather than by the # operator.
-      local at = 2 * handed_n
+      local at = 2 * received_n
       new_states[at + 1] = id
       -- The state format_state writes: "<token>|<receive_count>|<first_ms>|<receive_ms>".
       new_states[at + 2] = token .. '|' .. (count_text[receive_count] or tostring(receive_count))
         .. '|' .. first_text .. '|' .. now_text
       new_inflight[at + 1] = expiry_text
       new_inflight[at + 2] = id
-      at = 4 * handed_n
+      at = 4 * received_n
       received[at + 1] = id
       received[at + 2] = record
       received[at + 3] = receive_count
       received[at + 4] = first_ms
-      handed_n = handed_n + 1
+      received_n = received_n + 1
       want = want - 1
       if receive_count > 1 then
         redelivered = redelivered + 1
@@ -201,7 +201,6 @@ while want > 0 and skips > 0 do
   end
 end
 
-local received_n = #received / 4
 if received_n > 0 then
   redis.call('HSET', state, unpack(new_states))
   redis.call('ZADD', inflight, unpack(new_inflight))

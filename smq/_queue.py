@@ -73,6 +73,12 @@ class _Rider:
     reply: Any = None
     ran: Callable[[Any], None] | None = None
 
+    def answer(self, reply: Any) -> None:
+        """Note the reply of the call, and pass it on."""
+        self.reply = reply
+        if self.ran is not None:
+            self.ran(reply)
+
 
 class Queue:
     """One queue. Get it from ``Client.create_queue``, ``get_queue`` or ``queue``.
@@ -218,23 +224,19 @@ class Queue:
         already deleted its message succeeds again).
         """
         visibility_ms = self._check_receive(max_messages, visibility_timeout, wait_time_seconds, attempt_id)
-        if not entries:
-            return BatchResult([], []), self._receive(
-                max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or ""
-            )
-        check_entries(entries, DeleteEntry)
-        if self._shards():
-            # The receive may go to any shard: the deletes take their own round trips.
-            deleted = self._delete(entries, single=False)
-            return deleted, self._receive(
-                max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or ""
-            )
-        outcome: list[BatchResult[str]] = []
-        rider = self._delete_rider(entries, outcome.append)
+        deleted: list[BatchResult[str]] = []
+        rider = None
+        if entries:
+            check_entries(entries, DeleteEntry)
+            if self._shards():
+                # The receive may go to any shard: the deletes take their own round trips.
+                deleted.append(self._delete(entries, single=False))
+            else:
+                rider = self._delete_rider(entries, deleted.append)
         messages = self._receive(
             max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or "", rider=rider
         )
-        return outcome[0], messages
+        return (deleted[0] if deleted else BatchResult([], [])), messages
 
     def _delete_rider(
         self, entries: Sequence[DeleteEntry], ran: Callable[[BatchResult[str]], None]
@@ -343,9 +345,7 @@ class Queue:
         if shards:
             if rider is not None and rider.reply is None:
                 # Sharded since the rider was made (deleted and created again): it goes alone.
-                rider.reply = self._client.run(rider.script, self.keys, rider.args, queue=self.name)
-                if rider.ran is not None:
-                    rider.ran(rider.reply)
+                rider.answer(self._client.run(rider.script, self.keys, rider.args, queue=self.name))
             return sharded.receive_now(self._client._layouts, shards, max_messages, visibility_ms, attempt_id)
         for _ in range(_SKIP_ROUNDS):
             messages, next_due_ms, wait_ms, over_limit = self._receive_once(
@@ -369,9 +369,8 @@ class Queue:
             reply = self._client.run(script, self.keys, args, queue=self.name, tolerate=Status.E_OVER_LIMIT)
         else:
             calls = [(rider.script, self.keys, rider.args), (script, self.keys, args)]
-            rider.reply, reply = self._client.run_many(calls, queue=self.name, tolerate=Status.E_OVER_LIMIT)
-            if rider.ran is not None:
-                rider.ran(rider.reply)
+            ridden, reply = self._client.run_many(calls, queue=self.name, tolerate=Status.E_OVER_LIMIT)
+            rider.answer(ridden)
         if reply[0] == Status.E_OVER_LIMIT:
             # SQS answers a FIFO queue at its limit with no messages, not an error.
             return [], int(reply[1]), int(reply[2]), not self.fifo

@@ -253,7 +253,7 @@ class ScriptRunner:
             return [self.run(*call) for call in calls]
         writes = any(name not in READ_ONLY for name, _, _ in calls)
         replies = self._send_many_to(*target, [c for c, _ in commands], self.wait if writes else None)
-        ran = any(not isinstance(reply, ResponseError) for reply in replies)
+        ran = _any_ran(replies)
         for i, reply in enumerate(replies):
             if isinstance(reply, (NoScriptError, MovedError, AskError)):
                 if isinstance(reply, MovedError):
@@ -299,7 +299,7 @@ class ScriptRunner:
                 wait.check(connection.read_response())
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
-            ran = any(not isinstance(reply, ResponseError) for reply in replies)
+            ran = _any_ran(replies)
             if isinstance(error.__context__, ReadOnlyError) and not ran:
                 raise NotSent(_REPLICA.format(error=error.__context__)) from error
             self._refresh_map()
@@ -446,6 +446,11 @@ class ScriptRunner:
             self._held = weakref.WeakSet()
         for connection in held:
             connection.disconnect()
+
+
+def _any_ran(replies: list[Any]) -> bool:
+    """Whether any of the replies of scripts written together is a script's own (it ran)."""
+    return any(not isinstance(reply, ResponseError) for reply in replies)
 
 
 def _note_moved(nodes: Any, moved: MovedError) -> None:
