@@ -436,6 +436,10 @@ class Client:
         if not self._checked:
             self._check_redis()
         reply = self._at_boundary(script, queue, self._scripts.run, script, keys, args)
+        return self._status_checked(reply, queue, tolerate)
+
+    def _status_checked(self, reply: Any, queue: str, tolerate: int) -> Any:
+        """A script's reply; raise the error its status names (but ``tolerate``)."""
         if reply[0] < 0 and reply[0] != tolerate:
             raise error_for(reply[0], queue, reply[1] if len(reply) > 1 else "")
         return reply

@@ -47,8 +47,9 @@ from ._moves import finish_moves
 from ._moves import recover as recover_moves
 from ._peek import PeekedMessage, peek
 from ._scripts import text_pairs
-from ._send import send_messages, send_one
+from ._send import send_steps
 from ._sources import note_source
+from ._steps import Blocking, ScriptCall, Steps, drive
 from ._tags import check_tag_keys, check_tags
 from ._wakeup import SHARD_CONFIRM_TIMEOUT
 
@@ -105,6 +106,15 @@ class Queue:
             return ()  # a shard is one queue
         return self._client._layouts.shards(self)
 
+    def _shards_steps(self) -> Steps[tuple[Queue, ...]]:
+        """``_shards`` as steps: a layout read recently takes no step."""
+        if self._is_shard:
+            return ()
+        shards = self._client._layouts.known(self)
+        if shards is None:
+            shards = yield Blocking(self._shards)
+        return shards
+
     def _wake_channels(self) -> list[str]:
         """The Pub/Sub channels that announce this queue's messages: one per shard."""
         return [shard.keys.wake_channel for shard in self._shards()] or [self.keys.wake_channel]
@@ -151,10 +161,7 @@ class Queue:
             trace_header,
             sender_id,
         )
-        shards = self._shards()
-        if shards:
-            return sharded.send(self._client._layouts, shards, [entry], single=True).successful[0]
-        return send_one(self, entry)
+        return drive(self._client, self._send_steps([entry], single=True)).successful[0]
 
     def send_batch(self, entries: Sequence[SendEntry]) -> BatchResult[SendResult]:
         """Send 1-10 messages; each entry succeeds or fails on its own.
@@ -164,10 +171,17 @@ class Queue:
         On a FIFO queue the messages of one group are stored in entry order.
         """
         check_entries(entries, SendEntry)
-        shards = self._shards()
+        return drive(self._client, self._send_steps(entries, single=False))
+
+    def _send_steps(self, entries: Sequence[SendEntry], *, single: bool) -> Steps[BatchResult[SendResult]]:
+        """Send checked entries, as steps; ``single`` raises what refused the one entry."""
+        shards = yield from self._shards_steps()
         if shards:
-            return sharded.send(self._client._layouts, shards, entries, single=False)
-        return send_messages(self, entries, single=False)
+            sent: BatchResult[SendResult] = yield Blocking(
+                lambda: sharded.send(self._client._layouts, shards, entries, single=single)
+            )
+            return sent
+        return (yield from send_steps(self, entries, single=single))
 
     # -- receive ----------------------------------------------------------------
 
@@ -338,17 +352,32 @@ class Queue:
     def _receive_now(
         self, max_messages: int, visibility_ms: int, attempt_id: str = "", rider: _Rider | None = None
     ) -> tuple[list[Message], int, int, bool]:
+        """One receive, no wait: (messages, next due in ms or -1, the queue's wait in ms, over the limit)."""
+        return drive(self._client, self._receive_now_steps(max_messages, visibility_ms, attempt_id, rider))
+
+    def _receive_now_steps(
+        self, max_messages: int, visibility_ms: int, attempt_id: str = "", rider: _Rider | None = None
+    ) -> Steps[tuple[list[Message], int, int, bool]]:
+        """``_receive_now`` as steps."""
         # A receive script skips at most 100 deleted, expired or dead-lettered
         # ids; when it runs out of skips (next due 0, nothing received) there
         # may be messages behind them, so look again, a bounded number of times.
-        shards = self._shards()
+        shards = yield from self._shards_steps()
         if shards:
             if rider is not None and rider.reply is None:
                 # Sharded since the rider was made (deleted and created again): it goes alone.
-                rider.answer(self._client.run(rider.script, self.keys, rider.args, queue=self.name))
-            return sharded.receive_now(self._client._layouts, shards, max_messages, visibility_ms, attempt_id)
+                rider.answer((yield ScriptCall(rider.script, self.keys, rider.args, self.name)))
+            received: tuple[list[Message], int, int, bool] = yield Blocking(
+                sharded.receive_now,
+                self._client._layouts,
+                shards,
+                max_messages,
+                visibility_ms,
+                attempt_id,
+            )
+            return received
         for _ in range(_SKIP_ROUNDS):
-            messages, next_due_ms, wait_ms, over_limit = self._receive_once(
+            messages, next_due_ms, wait_ms, over_limit = yield from self._receive_once_steps(
                 max_messages, visibility_ms, attempt_id, rider
             )
             rider = None
@@ -356,9 +385,9 @@ class Queue:
                 break
         return messages, next_due_ms, wait_ms, over_limit
 
-    def _receive_once(
+    def _receive_once_steps(
         self, max_messages: int, visibility_ms: int, attempt_id: str = "", rider: _Rider | None = None
-    ) -> tuple[list[Message], int, int, bool]:
+    ) -> Steps[tuple[list[Message], int, int, bool]]:
         token = secrets.token_urlsafe(12)
         args: tuple[Any, ...] = (self._client._now_arg(), max_messages, visibility_ms, token, self.name)
         script = "receive"
@@ -366,10 +395,12 @@ class Queue:
             script = "receive_fifo"
             args += (attempt_id,)
         if rider is None:
-            reply = self._client.run(script, self.keys, args, queue=self.name, tolerate=Status.E_OVER_LIMIT)
+            reply = yield ScriptCall(script, self.keys, args, self.name, Status.E_OVER_LIMIT)
         else:
             calls = [(rider.script, self.keys, rider.args), (script, self.keys, args)]
-            ridden, reply = self._client.run_many(calls, queue=self.name, tolerate=Status.E_OVER_LIMIT)
+            ridden, reply = yield Blocking(
+                lambda: self._client.run_many(calls, queue=self.name, tolerate=Status.E_OVER_LIMIT)
+            )
             rider.answer(ridden)
         if reply[0] == Status.E_OVER_LIMIT:
             # SQS answers a FIFO queue at its limit with no messages, not an error.
@@ -381,18 +412,7 @@ class Queue:
             token = reply[5].decode()  # an earlier receive's, on a repeated attempt
             position, stride = 6, 5
         if moved_n or recover:
-            # The messages below are in flight already: a failure to finish
-            # moves must not keep them from the caller. Unfinished moves stay
-            # in the outbox, where a later recovery takes them up.
-            try:
-                if moved_n:
-                    finish_moves(self._client, self.name, reply[position : position + 2 * moved_n], park=True)
-                if recover:
-                    # One round (100 moves) per receive: parked dead letters
-                    # cost a receive little; the rest waits for later ones.
-                    recover_moves(self._client, self.name, min_age_ms=30_000, rounds=1)
-            except SmqError as error:
-                log.warning("moves out of queue %r left for recovery: %s", self.name, error)
+            yield Blocking(self._after_receive_moves, reply[position : position + 2 * moved_n], recover)
             position += 2 * moved_n
         messages = []
         name = self.name
@@ -419,6 +439,21 @@ class Queue:
             )
         return messages, next_due_ms, wait_ms, False
 
+    def _after_receive_moves(self, moved: list[Any], recover: int) -> None:
+        """Finish the moves (dead letters) a receive began, and recover a round of old ones."""
+        # The messages received are in flight already: a failure to finish
+        # moves must not keep them from the caller. Unfinished moves stay
+        # in the outbox, where a later recovery takes them up.
+        try:
+            if moved:
+                finish_moves(self._client, self.name, moved, park=True)
+            if recover:
+                # One round (100 moves) per receive: parked dead letters
+                # cost a receive little; the rest waits for later ones.
+                recover_moves(self._client, self.name, min_age_ms=30_000, rounds=1)
+        except SmqError as error:
+            log.warning("moves out of queue %r left for recovery: %s", self.name, error)
+
     # -- visibility and delete ----------------------------------------------------
 
     def change_visibility(self, receipt_handle: str | Message, visibility_timeout: int) -> None:
@@ -433,20 +468,25 @@ class Queue:
         MessageNotInflight (deleted), StaleReceipt (received again since), or
         VisibilityCeilingExceeded (past 12 h after the receive).
         """
-        self._change([ChangeEntry("single", _receipt_of(receipt_handle), visibility_timeout)], single=True)
+        entries = [ChangeEntry("single", _receipt_of(receipt_handle), visibility_timeout)]
+        drive(self._client, self._change_steps(entries, single=True))
 
     def change_visibility_batch(self, entries: Sequence[ChangeEntry]) -> BatchResult[str]:
         """Change the visibility of 1-10 messages; returns the entry ids per outcome."""
         check_entries(entries, ChangeEntry)
-        return self._change(entries, single=False)
+        return drive(self._client, self._change_steps(entries, single=False))
 
-    def _change(self, entries: Sequence[ChangeEntry], *, single: bool) -> BatchResult[str]:
+    def _change_steps(self, entries: Sequence[ChangeEntry], *, single: bool) -> Steps[BatchResult[str]]:
+        """Change the visibility of checked entries, as steps; ``single`` raises what failed."""
+
         def timeout_ms(entry: ChangeEntry) -> list[int]:
             return [
                 check_int("visibility_timeout", entry.visibility_timeout, 0, MAX_VISIBILITY_TIMEOUT) * 1000
             ]
 
-        pending, failed, statuses = self._by_receipt("change_visibility", entries, single, timeout_ms)
+        pending, failed, statuses = yield from self._by_receipt_steps(
+            "change_visibility", entries, single, timeout_ms
+        )
         successful: list[str] = []
         for entry_id, status in zip(pending, statuses, strict=True):
             if status == Status.OK:
@@ -465,13 +505,26 @@ class Queue:
         extra: Callable[[Any], list[int]] = lambda entry: [],
     ) -> tuple[list[str], list[BatchFailure], list[int]]:
         """Run ``script`` for entries that name a receipt: (entry ids run, failures, statuses)."""
-        shards = self._shards()
+        return drive(self._client, self._by_receipt_steps(script, entries, single, extra))
+
+    def _by_receipt_steps(
+        self,
+        script: str,
+        entries: Sequence[Any],
+        single: bool,
+        extra: Callable[[Any], list[int]] = lambda entry: [],
+    ) -> Steps[tuple[list[str], list[BatchFailure], list[int]]]:
+        """``_by_receipt`` as steps."""
+        shards = yield from self._shards_steps()
         if shards:
-            return sharded.by_receipt(shards, script, entries, single, extra)
+            ran: tuple[list[str], list[BatchFailure], list[int]] = yield Blocking(
+                sharded.by_receipt, shards, script, entries, single, extra
+            )
+            return ran
         args, pending, failed = self._receipt_args(entries, single, extra)
         if args is None:
             return pending, failed, []
-        reply = self._client.run(script, self.keys, args, queue=self.name)
+        reply = yield ScriptCall(script, self.keys, args, self.name)
         return pending, failed, list(reply[1:])
 
     def _receipt_args(
@@ -510,9 +563,8 @@ class Queue:
         and returns False, as SQS does; smq counts it in ``stale_receipts``.
         Deleting a message already gone returns False too.
         """
-        return bool(
-            self._delete([DeleteEntry("single", _receipt_of(receipt_handle))], single=True).successful
-        )
+        entries = [DeleteEntry("single", _receipt_of(receipt_handle))]
+        return bool(drive(self._client, self._delete_steps(entries, single=True)).successful)
 
     def delete_batch(self, entries: Sequence[DeleteEntry]) -> BatchResult[str]:
         """Delete 1-10 messages. Stale or already-used receipts count as success, as in SQS."""
@@ -520,7 +572,11 @@ class Queue:
         return self._delete(entries, single=False)
 
     def _delete(self, entries: Sequence[DeleteEntry], *, single: bool) -> BatchResult[str]:
-        pending, failed, statuses = self._by_receipt("delete", entries, single)
+        return drive(self._client, self._delete_steps(entries, single=single))
+
+    def _delete_steps(self, entries: Sequence[DeleteEntry], *, single: bool) -> Steps[BatchResult[str]]:
+        """Delete checked entries, as steps; ``single`` raises what failed."""
+        pending, failed, statuses = yield from self._by_receipt_steps("delete", entries, single)
         return self._delete_result(pending, failed, statuses, single=single)
 
     def _delete_result(
@@ -544,13 +600,23 @@ class Queue:
 
         Of a sharded queue: its settings and times, the counts added up over its shards.
         """
-        shards = self._shards()
+        return drive(self._client, self._attributes_steps())
+
+    def _attributes_steps(self) -> Steps[QueueInfo]:
+        """``attributes`` as steps."""
+        shards = yield from self._shards_steps()
         if shards:
-            return sharded.attributes(self, shards)
-        return self._attributes_here()
+            info: QueueInfo = yield Blocking(sharded.attributes, self, shards)
+            return info
+        reply = yield ScriptCall("get_attributes", self.keys, [self._client._now_arg()], self.name)
+        return self._attributes_of(reply)
 
     def _attributes_here(self) -> QueueInfo:
+        """This queue's own attributes (of one shard, for a sharded queue)."""
         reply = self._client.run("get_attributes", self.keys, [self._client._now_arg()], queue=self.name)
+        return self._attributes_of(reply)
+
+    def _attributes_of(self, reply: list[Any]) -> QueueInfo:
         now_ms = reply[1]
         meta = text_pairs(reply[2])
         counters = {k: int(v) for k, v in text_pairs(reply[3]).items()}

@@ -41,14 +41,10 @@ from ._message import (
     to_attributes,
 )
 from ._scripts import text
+from ._steps import ScriptCall, Steps, drive
 
 if TYPE_CHECKING:
     from ._queue import Queue
-
-
-def send_one(queue: Queue, entry: SendEntry) -> SendResult:
-    """Send one message; raise what refused it."""
-    return send_messages(queue, [entry], single=True).successful[0]
 
 
 def _script_args(
@@ -97,6 +93,11 @@ def _script_args(
 
 def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> BatchResult[SendResult]:
     """Send checked batch entries, each succeeding or failing on its own; ``single`` raises instead."""
+    return drive(queue._client, send_steps(queue, entries, single=single))
+
+
+def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> Steps[BatchResult[SendResult]]:
+    """``send_messages`` as steps (see ``smq._steps``)."""
     client = queue._client
     args: list[Any] = [client._now_arg(), queue.keys.wake_channel, 0]
     pending: list[tuple[SendEntry, str, dict[str, MessageAttribute]]] = []
@@ -123,10 +124,10 @@ def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -
         return BatchResult([], failed)
     args[2] = len(pending)
     if queue.fifo:
-        reply = client.run("send_fifo", queue.keys, args, queue=queue.name)
+        reply = yield ScriptCall("send_fifo", queue.keys, args, queue.name)
         outcomes = [(reply[i], text(reply[i + 1]), text(reply[i + 2])) for i in range(1, len(reply), 3)]
     else:
-        reply = client.run("send", queue.keys, args, queue=queue.name)
+        reply = yield ScriptCall("send", queue.keys, args, queue.name)
         outcomes = [(reply[i], text(reply[i + 1]), "") for i in range(1, len(reply), 2)]
     successful: list[SendResult] = []
     for (entry, _, attributes), (status, message_id, seq) in zip(pending, outcomes, strict=True):

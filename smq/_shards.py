@@ -90,6 +90,13 @@ class Layouts:
         self._remember(queue.name, shards, LAYOUT_TTL)
         return shards
 
+    def known(self, queue: Queue) -> tuple[Queue, ...] | None:
+        """``shards(queue)`` if read recently, else None (without asking Redis)."""
+        found = self._known.get(queue.name)
+        if found is not None and found[0] > time.monotonic():
+            return found[1]
+        return None
+
     def _remember(self, name: str, shards: tuple[Queue, ...], seconds: float) -> None:
         with self._lock:
             if len(self._known) >= _MAX_KNOWN:

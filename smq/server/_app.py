@@ -28,6 +28,7 @@ from ._context import Context, ServerConfig
 from ._errors import SqsError, from_core
 from ._guard import ConnectionGuard, raise_file_limit
 from ._longpoll import LongPolls
+from ._loop_scripts import LoopScripts
 from ._metrics import ApiMetrics
 from ._sigv4 import check_payload, scope_region, verify
 from ._tls import reload_certificate, server_context
@@ -56,13 +57,15 @@ class Service:
         self._move_kick = asyncio.Event()
         self.metrics = ApiMetrics(lambda: self.in_flight)
         self.policies = Policies(client)
+        self.scripts = LoopScripts(client, self.call)
+        self.drive = self.scripts.drive
 
     async def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(function, *args, **kwargs))
 
     async def start(self) -> None:
-        self.polls = LongPolls(self.client, self.call)
+        self.polls = LongPolls(self.client, self.call, self.drive)
         self._move_tasks = asyncio.create_task(self._run_move_tasks())
 
     async def stop(self) -> None:
@@ -75,6 +78,7 @@ class Service:
             self._move_tasks.cancel()
             await asyncio.gather(self._move_tasks, return_exceptions=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.scripts.close()
 
     def kick_move_tasks(self) -> None:
         self._move_kick.set()
@@ -141,6 +145,7 @@ class Service:
                 client=self.client,
                 config=self.config,
                 call=self.call,
+                drive=self.drive,
                 polls=self.polls,  # type: ignore[arg-type]
                 base_url=self._base_url(request),
                 path=request.path if protocol == "query" else "/",

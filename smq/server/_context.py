@@ -13,6 +13,7 @@ from .._client import Client
 from .._errors import InvalidQueueName
 from .._names import ACCOUNT, REGION, check_sqs_name, namespace, qualify, split_name
 from .._queue import Queue
+from .._steps import Steps
 from ._errors import NO_QUEUE, SqsError
 from ._longpoll import LongPolls
 
@@ -105,6 +106,7 @@ class Context:
     client: Client
     config: ServerConfig
     call: Callable[..., Awaitable[Any]]
+    drive: Callable[[Steps[Any]], Awaitable[Any]]  # a core call's steps, from the event loop
     polls: LongPolls
     base_url: str
     path: str = "/"

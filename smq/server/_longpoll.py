@@ -29,9 +29,11 @@ from .._client import Client
 from .._errors import Status, error_for
 from .._message import Message
 from .._queue import Queue
+from .._steps import Steps
 from .._wakeup import SHARD_CONFIRM_TIMEOUT
 
 Call = Callable[..., Awaitable[Any]]
+Drive = Callable[[Steps[Any]], Awaitable[Any]]
 
 # The server's clock margin past a reported due time: the expiry must have
 # passed on Redis's clock too when the receive runs.
@@ -57,9 +59,10 @@ class _Channel:
 class LongPolls:
     """Receives with a wait, for an asyncio server; ``call`` runs blocking core calls."""
 
-    def __init__(self, client: Client, call: Call) -> None:
+    def __init__(self, client: Client, call: Call, drive: Drive) -> None:
         self._client = client
         self._call = call
+        self._drive = drive
         self._loop = asyncio.get_running_loop()
         self._channels: dict[str, _Channel] = {}
         self._parked = 0
@@ -87,8 +90,8 @@ class LongPolls:
         attempt_id: str = "",
     ) -> list[Message]:
         """``Queue.receive`` for asyncio (arguments already checked)."""
-        messages, _, wait_ms, over_limit = await self._call(
-            queue._receive_now, max_messages, visibility_ms, attempt_id
+        messages, _, wait_ms, over_limit = await self._drive(
+            queue._receive_now_steps(max_messages, visibility_ms, attempt_id)
         )
         wait = wait_ms / 1000 if wait_seconds is None else wait_seconds
         if messages or wait <= 0 or self._closing:
@@ -110,8 +113,8 @@ class LongPolls:
                 if self._closing:
                     return []
                 seen = [channel.notified for channel in channels]
-                messages, next_due_ms, _, _ = await self._call(
-                    queue._receive_now, max_messages, visibility_ms, attempt_id
+                messages, next_due_ms, _, _ = await self._drive(
+                    queue._receive_now_steps(max_messages, visibility_ms, attempt_id)
                 )
                 if messages:
                     if len(messages) == max_messages:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._batch import MAX_BATCH, check_batch
+from .._batch import MAX_BATCH, check_batch, check_entries
 from .._config import MAX_VISIBILITY_TIMEOUT
 from .._digest import md5_of_attributes
 from .._errors import SmqError
 from .._message import (
     BatchFailure,
+    BatchResult,
     ChangeEntry,
     DeleteEntry,
     Message,
@@ -25,6 +25,7 @@ from .._message import (
 )
 from .._queue import MAX_WAIT_SECONDS
 from .._sources import dead_letter_origins
+from .._steps import Steps
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError, code_for, from_core
@@ -176,21 +177,10 @@ async def send_message(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     entry = _send_entry("single", params, queue.fifo, ctx.trace_header, ctx.sender)
     try:
-        result = await ctx.call(
-            functools.partial(
-                queue.send,
-                entry.body,
-                delay_seconds=entry.delay_seconds,
-                attributes=entry.attributes,
-                message_group_id=entry.message_group_id,
-                deduplication_id=entry.deduplication_id,
-                trace_header=entry.trace_header,
-                sender_id=entry.sender_id,
-            )
-        )
+        sent = await ctx.drive(queue._send_steps([entry], single=True))
     except SmqError as error:
         raise _core_call(error, "send") from None
-    return _send_fields(result)
+    return _send_fields(sent.successful[0])
 
 
 def _batch_ids(entries: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -231,7 +221,8 @@ async def send_message_batch(ctx: Context, params: Result) -> Result:
     successful: list[Result] = []
     if entries:
         try:
-            result = await ctx.call(queue.send_batch, entries)
+            check_entries(entries, SendEntry)
+            result = await ctx.drive(queue._send_steps(entries, single=False))
         except SmqError as error:
             raise _core_call(error, "send") from None
         successful = [{"Id": r.id, **_send_fields(r)} for r in result.successful]
@@ -366,9 +357,9 @@ def _receipt_error(kind: str, receipt: str) -> SqsError | None:
     )
 
 
-async def _by_receipt(ctx: Context, receipt: str, method: Any, *args: Any) -> None:
+async def _by_receipt(ctx: Context, receipt: str, steps: Steps[Any]) -> None:
     try:
-        await ctx.call(method, receipt, *args)
+        await ctx.drive(steps)
     except SmqError as error:
         raise (_receipt_error(type(error).__name__, receipt) or from_core(error)) from None
 
@@ -376,7 +367,7 @@ async def _by_receipt(ctx: Context, receipt: str, method: Any, *args: Any) -> No
 async def delete_message(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     receipt = p.required_string(params, "ReceiptHandle")
-    await _by_receipt(ctx, receipt, queue.delete)
+    await _by_receipt(ctx, receipt, queue._delete_steps([DeleteEntry("single", receipt)], single=True))
     return {}
 
 
@@ -384,7 +375,9 @@ async def change_message_visibility(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     receipt = p.required_string(params, "ReceiptHandle")
     timeout = p.integer(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT, required=True)
-    await _by_receipt(ctx, receipt, queue.change_visibility, timeout)
+    assert timeout is not None
+    change = ChangeEntry("single", receipt, timeout)
+    await _by_receipt(ctx, receipt, queue._change_steps([change], single=True))
     return {}
 
 
@@ -399,7 +392,9 @@ async def delete_message_batch(ctx: Context, params: Result) -> Result:
             entries.append(DeleteEntry(entry_id, p.required_string(entry, "ReceiptHandle")))
         except SqsError as error:
             failed.append(_entry_failure(entry_id, error))
-    return await _batch(ctx, queue.delete_batch, entries, failed)
+    return await _batch(
+        ctx, DeleteEntry, lambda checked: queue._delete_steps(checked, single=False), entries, failed
+    )
 
 
 async def change_message_visibility_batch(ctx: Context, params: Result) -> Result:
@@ -416,13 +411,22 @@ async def change_message_visibility_batch(ctx: Context, params: Result) -> Resul
             entries.append(ChangeEntry(entry_id, receipt, timeout))
         except SqsError as error:
             failed.append(_entry_failure(entry_id, error))
-    return await _batch(ctx, queue.change_visibility_batch, entries, failed)
+    return await _batch(
+        ctx, ChangeEntry, lambda checked: queue._change_steps(checked, single=False), entries, failed
+    )
 
 
-async def _batch(ctx: Context, method: Any, entries: list[Any], failed: list[Result]) -> Result:
+async def _batch(
+    ctx: Context,
+    kind: type,
+    steps: Callable[[list[Any]], Steps[BatchResult[str]]],
+    entries: list[Any],
+    failed: list[Result],
+) -> Result:
     successful: list[Result] = []
     if entries:
-        result = await ctx.call(method, entries)
+        check_entries(entries, kind)
+        result = await ctx.drive(steps(entries))
         successful = [{"Id": entry_id} for entry_id in result.successful]
         receipts = {entry.id: entry.receipt_handle for entry in entries}
         for failure in result.failed:

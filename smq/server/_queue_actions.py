@@ -332,7 +332,7 @@ async def get_queue_attributes(ctx: Context, params: Result) -> Result:
     unknown = names - set(ALL_NAMES)
     if unknown:
         raise SqsError("InvalidAttributeName", f"Unknown Attribute {sorted(unknown)[0]}.")
-    info = await ctx.call(queue.attributes)
+    info = await ctx.drive(queue._attributes_steps())
     attributes = _attributes(ctx, info, names)
     return {"Attributes": attributes} if attributes else {}
 

@@ -1,0 +1,76 @@
+"""A core call as steps: the logic once, run either blocking or from an asyncio event loop.
+
+A hot call of ``Queue`` (send, receive, delete, change visibility) is written
+as a generator that yields what it needs from Redis and gets the answer back:
+
+- ``ScriptCall``: one script, answered like ``Client.run`` (the reply, or the
+  exception its status or the connection raised, thrown into the generator);
+- ``Blocking``: any other work that may block (a layout read, finishing moves,
+  a sharded queue's calls), answered with its return value.
+
+``drive`` runs the steps in the caller's thread, which is what ``Queue``'s
+methods do. ``smq serve`` runs the same steps on its event loop: script calls
+go over an asyncio connection, and only ``Blocking`` steps go to a thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._keys import QueueKeys
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+T = TypeVar("T")
+
+
+class ScriptCall:
+    """Run script ``script`` on ``keys`` with ``args``; errors name ``queue``; ``tolerate``: a status kept."""
+
+    __slots__ = ("script", "keys", "args", "queue", "tolerate")
+
+    def __init__(
+        self, script: str, keys: QueueKeys, args: Sequence[Any], queue: str, tolerate: int = 0
+    ) -> None:
+        self.script = script
+        self.keys = keys
+        self.args = args
+        self.queue = queue
+        self.tolerate = tolerate
+
+
+class Blocking:
+    """Call ``function(*args)``, which may block on Redis."""
+
+    __slots__ = ("function", "args")
+
+    def __init__(self, function: Callable[..., Any], *args: Any) -> None:
+        self.function = function
+        self.args = args
+
+
+Step = ScriptCall | Blocking
+Steps = Generator[Step, Any, T]
+
+
+def drive(client: Client, steps: Steps[T]) -> T:
+    """Run ``steps`` in this thread; their result."""
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        error = None
+        try:
+            if isinstance(step, ScriptCall):
+                answer = client.run(
+                    step.script, step.keys, step.args, queue=step.queue, tolerate=step.tolerate
+                )
+            else:
+                answer = step.function(*step.args)
+        except Exception as caught:
+            answer, error = None, caught

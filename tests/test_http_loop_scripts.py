@@ -1,0 +1,195 @@
+"""``smq serve`` runs the scripts of its hot actions from the event loop, on a connection of its own.
+
+A real ``smq serve`` on a real Redis: the sends, receives, deletes, changes
+of visibility and attribute reads of many clients go over the event loop's
+one pipelined connection (named ``smq-serve-loop`` in ``CLIENT LIST``), not
+through the thread pool; a flushed script cache, a Redis that stops answering
+and requests given up half-way leave every reply matched to its own call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from http_support import Server, json_client
+from smq.embedded import EmbeddedRedis
+from smq.server._loop_scripts import LIB_NAME
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def serve(redis_server: EmbeddedRedis) -> Iterator[Server]:
+    server = Server(redis_server.url, "--no-auth")
+    yield server
+    server.stop()
+
+
+def _connections(redis_server: EmbeddedRedis) -> list[dict[str, str]]:
+    with redis_server.client() as redis:
+        return list(redis.client_list())
+
+
+def _commands(connection: dict[str, str]) -> int:
+    return int(connection["tot-cmds"])
+
+
+def test_the_hot_actions_go_over_the_event_loops_connection(
+    redis_server: EmbeddedRedis, serve: Server
+) -> None:
+    api = json_client(serve.url)
+    url = api.create_queue(QueueName="loop")["QueueUrl"]
+    api.send_message(QueueUrl=url, MessageBody="warm")  # the first script call checks Redis (threads)
+
+    def one_round(i: int) -> None:
+        api.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": f"{i}-{n}"} for n in range(10)]
+        )
+        messages = api.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        receipt = messages[0]["ReceiptHandle"]
+        api.change_message_visibility(QueueUrl=url, ReceiptHandle=receipt, VisibilityTimeout=0)
+        api.delete_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(messages)],
+        )
+        api.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+
+    one_round(-1)  # each script's first call on the loop's connection loads it (NOSCRIPT: in a thread)
+    before = _connections(redis_server)
+    if "tot-cmds" not in before[0]:
+        pytest.skip("this Redis has no tot-cmds in CLIENT LIST (Redis 7.2+)")
+    loop = [c for c in before if c.get("lib-name") == LIB_NAME]
+    assert len(loop) == 1, before
+    rounds = 20
+    for i in range(rounds):
+        one_round(i)
+    after = {c["id"]: c for c in _connections(redis_server)}
+    ran_on_loop = _commands(after[loop[0]["id"]]) - _commands(loop[0])
+    assert ran_on_loop >= 5 * rounds
+    others = {c["id"]: _commands(c) for c in before if c["id"] != loop[0]["id"]}
+    # tot-cmds counts the commands a script calls too: one script run elsewhere would be 5 or
+    # more. The others: the long-poll listener, the threads' (a look for move tasks each second).
+    elsewhere = {i: (after[i]["cmd"], _commands(after[i]) - n) for i, n in others.items() if i in after}
+    assert sum(n for _, n in elsewhere.values()) <= 4, elsewhere
+    counts = api.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    # Each round sends 10 and deletes the 10 it received: "warm" or one other is left.
+    assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"]) == (
+        "1",
+        "0",
+    )
+
+
+def test_a_flushed_script_cache_is_loaded_again(redis_server: EmbeddedRedis, serve: Server) -> None:
+    api = json_client(serve.url)
+    url = api.create_queue(QueueName="flushed")["QueueUrl"]
+    api.send_message(QueueUrl=url, MessageBody="before")
+    with redis_server.client() as redis:
+        redis.script_flush()
+    api.send_message(QueueUrl=url, MessageBody="after")
+    bodies = sorted(m["Body"] for m in api.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"])
+    assert bodies == ["after", "before"]
+
+
+def test_many_clients_at_once_each_get_their_own_replies(serve: Server) -> None:
+    """Concurrent requests share the loop's connection: every reply must be its own call's."""
+    api = json_client(serve.url, max_pool_connections=20)
+    urls = [api.create_queue(QueueName=f"q{n}")["QueueUrl"] for n in range(8)]
+    errors: list[str] = []
+    deleted = dict.fromkeys(urls, 0)
+
+    def client(url: str) -> None:
+        name = url.rsplit("/", 1)[1]
+        try:
+            for i in range(25):
+                api.send_message_batch(
+                    QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": f"{name}:{i}:{n}"} for n in range(5)]
+                )
+                got = api.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+                errors.extend(
+                    f"{name} received {m['Body']}" for m in got if not m["Body"].startswith(f"{name}:")
+                )
+                if got:
+                    entries = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(got)]
+                    reply = api.delete_message_batch(QueueUrl=url, Entries=entries)
+                    deleted[url] += len(reply["Successful"])
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(f"{name}: {error!r}")
+
+    threads = [threading.Thread(target=client, args=(url,)) for url in urls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    for url in urls:
+        counts = api.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        left = int(counts["ApproximateNumberOfMessages"]) + int(
+            counts["ApproximateNumberOfMessagesNotVisible"]
+        )
+        assert (left, deleted[url]) == (125 - deleted[url], deleted[url])
+        assert deleted[url] > 0
+
+
+def _send_raw(url: str, queue_url: str, body: str, timeout: float) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps({"QueueUrl": queue_url, "MessageBody": body}).encode(),
+        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.SendMessage"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_a_redis_that_stops_answering_is_an_unknown_outcome_then_the_server_goes_on(
+    redis_server: EmbeddedRedis, serve: Server
+) -> None:
+    api = json_client(serve.url)
+    url = api.create_queue(QueueName="stalled")["QueueUrl"]
+    api.send_message(QueueUrl=url, MessageBody="first")
+    assert redis_server.process is not None
+    pid = redis_server.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # Past the client's socket timeout (10 s): the script was written, so its outcome is unknown.
+        status, reply = _send_raw(serve.url, url, "stalled", timeout=30)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert (status, reply["__type"].rsplit("#", 1)[-1]) == (500, "InternalFailure"), reply
+    assert "outcome" in reply["message"].lower() or "redis" in reply["message"].lower(), reply
+    # Afterwards each call gets its own reply again (the stalled connection was closed, not reused).
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            sent = api.send_message(QueueUrl=url, MessageBody="after")
+            break
+        except ClientError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    bodies = set()
+    for _ in range(3):
+        for message in api.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            bodies.add(message["Body"])
+            api.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    # The stalled send ran once Redis went on: it may be there (that is what unknown means).
+    assert {"first", "after"} <= bodies <= {"first", "after", "stalled"}
+    assert sent["MessageId"]
+    assert "Traceback" not in serve.logs()
