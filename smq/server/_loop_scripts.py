@@ -41,7 +41,7 @@ log = logging.getLogger("smq.serve")
 Hop = Callable[..., Awaitable[Any]]
 
 LIB_NAME = "smq-serve-loop"
-_LIB_NAME = ("CLIENT", "SETINFO", "LIB-NAME", LIB_NAME)
+_LIB_NAME: tuple[Any, ...] = ("CLIENT", "SETINFO", "LIB-NAME", LIB_NAME)
 
 
 class _Protocol(asyncio.Protocol):
