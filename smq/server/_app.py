@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import signal
 import ssl
@@ -22,6 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from .._client import Client
 from .._errors import SmqError
 from . import _wire
+from ._access_log import AccessLog
 from ._actions import ACTIONS
 from ._authorize import Policies, after, authorize
 from ._context import Context, ServerConfig
@@ -34,7 +34,6 @@ from ._sigv4 import check_payload, scope_region, verify
 from ._tls import reload_certificate, server_context
 
 log = logging.getLogger("smq.serve")
-access_log = logging.getLogger("smq.access")
 
 # The largest legal request: a batch of 1 MiB of messages, with attribute
 # values base64'd and every character escaped by the encoding.
@@ -58,6 +57,7 @@ class Service:
         self.metrics = ApiMetrics(lambda: self.in_flight)
         self.policies = Policies(client)
         self.scripts = LoopScripts(client, self.call)
+        self.access_log = AccessLog()
         self.drive = self.scripts.drive
 
     async def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -79,6 +79,7 @@ class Service:
             await asyncio.gather(self._move_tasks, return_exceptions=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.scripts.close()
+        self.access_log.flush()
 
     def kick_move_tasks(self) -> None:
         self._move_kick.set()
@@ -167,7 +168,9 @@ class Service:
             # Actions let the core's errors through: they become SQS errors here, once.
             error = from_core(caught)
         except asyncio.CancelledError:
-            self._log(request, request_id, protocol, action, 499, "ClientClosedRequest", started)
+            self._log(
+                request, request_id, protocol, action, 499, "ClientClosedRequest", started, counted=True
+            )
             self.metrics.observe(action, 499, "ClientClosedRequest", time.perf_counter() - started)
             raise
         except web.HTTPRequestEntityTooLarge:
@@ -223,22 +226,24 @@ class Service:
         status: int,
         error: str | None,
         started: float,
+        *,
+        counted: bool = False,
     ) -> None:
+        """Log the request (``counted``: it is still in ``in_flight``)."""
         if not self.config.access_log:
             return
-        access_log.info(
-            json.dumps(
-                {
-                    "time": round(time.time(), 3),
-                    "request_id": request_id,
-                    "remote": request.remote,
-                    "protocol": protocol,
-                    "action": action,
-                    "status": status,
-                    "error": error,
-                    "ms": round((time.perf_counter() - started) * 1000, 2),
-                }
-            )
+        self.access_log.add(
+            {
+                "time": round(time.time(), 3),
+                "request_id": request_id,
+                "remote": request.remote,
+                "protocol": protocol,
+                "action": action,
+                "status": status,
+                "error": error,
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+            },
+            alone=self.in_flight == (1 if counted else 0),
         )
 
     def _authenticate(self, request: web.Request, body: bytes | None) -> str:

@@ -1,0 +1,51 @@
+"""The access log: one JSON line per request, written in batches while requests overlap.
+
+Writing each line as its request ends costs a write to stderr per request,
+about a tenth of the server's CPU per request under load. Lines are kept
+while other requests are in flight and written together (one record of the
+``smq.access`` logger, one line each) when none is, when ``MAX_BYTES`` are
+kept, or ``MAX_DELAY`` seconds after the first one kept, whichever comes
+first. A lone request's line is written at once, before its response goes
+out. A process killed with SIGKILL loses the lines of its last
+``MAX_DELAY`` seconds at most; a stopping one writes them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+access_log = logging.getLogger("smq.access")
+
+MAX_BYTES = 64 * 1024
+MAX_DELAY = 0.05
+
+
+class AccessLog:
+    """Keeps access lines and writes them to the ``smq.access`` logger in batches."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, fields: dict[str, Any], *, alone: bool) -> None:
+        """Log one request; ``alone``: no other request is in flight, so write now."""
+        line = json.dumps(fields)
+        self._lines.append(line)
+        self._bytes += len(line) + 1
+        if alone or self._bytes >= MAX_BYTES:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(MAX_DELAY, self.flush)
+
+    def flush(self) -> None:
+        """Write the lines kept."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._lines:
+            lines, self._lines, self._bytes = self._lines, [], 0
+            access_log.info("\n".join(lines))
