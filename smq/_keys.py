@@ -50,6 +50,11 @@ KINDS = (
 )
 
 
+# The keys of queues named recently: a handle per call (an HTTP request) builds none.
+_KNOWN: dict[str, QueueKeys] = {}
+_MAX_KNOWN = 10_000
+
+
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     """The Redis keys and Pub/Sub channel of one queue."""
@@ -83,8 +88,14 @@ class QueueKeys:
 
     @classmethod
     def of(cls, name: str) -> QueueKeys:
-        base = f"{PREFIX}:{{{name}}}:"
-        return cls(name=name, wake_channel=base + "wake", **{kind: base + kind for kind in KINDS})
+        keys = _KNOWN.get(name)
+        if keys is None or type(keys) is not cls:
+            base = f"{PREFIX}:{{{name}}}:"
+            keys = cls(name=name, wake_channel=base + "wake", **{kind: base + kind for kind in KINDS})
+            if len(_KNOWN) >= _MAX_KNOWN:
+                _KNOWN.clear()
+            _KNOWN[name] = keys
+        return keys
 
     def by_kind(self, kind: str) -> str:
         if kind not in KINDS:

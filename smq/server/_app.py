@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import signal
 import ssl
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qsl
@@ -52,6 +53,7 @@ class Service:
         self.closing = False
         self.in_flight = 0
         self._owner = uuid.uuid4().hex
+        self._request_ids = request_ids()
         self._move_tasks: asyncio.Task[None] | None = None
         self._move_kick = asyncio.Event()
         self.metrics = ApiMetrics(lambda: self.in_flight)
@@ -106,7 +108,7 @@ class Service:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
-        request_id = str(uuid.uuid4())
+        request_id = next(self._request_ids)
         target = request.headers.get("X-Amz-Target")
         protocol = "json" if target is not None else "query"
         action = ""
@@ -283,6 +285,18 @@ class Service:
         except (SmqError, asyncio.TimeoutError) as error:
             return web.json_response({"status": "redis unavailable", "error": str(error)}, status=503)
         return web.json_response({"status": "ready", "in_flight": self.in_flight})
+
+
+def request_ids() -> Iterator[str]:
+    """Request ids in the form of random UUIDs: random per process, then counted.
+
+    A random prefix of the process and a counter from a random start: unique,
+    without the cost of a fresh UUID per request.
+    """
+    prefix = uuid.uuid4().hex
+    start = int(prefix[20:], 16)
+    head = f"{prefix[:8]}-{prefix[8:12]}-4{prefix[13:16]}-{'89ab'[int(prefix[16], 16) % 4]}{prefix[17:20]}-"
+    return (f"{head}{n & 0xFFFFFFFFFFFF:012x}" for n in itertools.count(start))
 
 
 def _hashes_payload(request: web.Request) -> bool:

@@ -45,11 +45,17 @@ _LIB_NAME: tuple[Any, ...] = ("CLIENT", "SETINFO", "LIB-NAME", LIB_NAME)
 
 
 class _Protocol(asyncio.Protocol):
-    """Replies in order to the calls written: one future per call."""
+    """Replies in order to the calls written: one future per call.
 
-    def __init__(self) -> None:
+    A call without its reply ``timeout`` seconds after it was written closes
+    the connection: every call then waiting fails, its outcome unknown.
+    """
+
+    def __init__(self, timeout: float | None) -> None:
         self._reader = hiredis.Reader(protocolError=InvalidResponse, replyError=BaseParser.parse_error)
-        self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
+        self._timeout = timeout
+        self._watch: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.closed = False
 
@@ -67,31 +73,50 @@ class _Protocol(asyncio.Protocol):
             if not waiting:
                 self.abort(InvalidResponse("a reply from Redis that no call waits for"))
                 return
-            future = waiting.popleft()
-            if not future.done():  # not given up (timed out, or its request cancelled)
+            future, _ = waiting.popleft()
+            if not future.done():  # not given up (its request was cancelled)
                 future.set_result(reply)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.abort(exc)
+        reason = f"the connection to Redis was lost ({exc})" if exc else "the connection to Redis closed"
+        self.abort(RedisConnectionError(reason))
 
-    def abort(self, exc: BaseException | None) -> None:
-        """Close; every call still waiting fails (their outcome is unknown)."""
+    def abort(self, error: Exception) -> None:
+        """Close; every call still waiting fails with ``error`` (their outcome is unknown)."""
         self.closed = True
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if self.transport is not None:
             self.transport.abort()
-        reason = f"the connection to Redis was lost ({exc})" if exc else "the connection to Redis closed"
         while self._waiting:
-            future = self._waiting.popleft()
+            future, _ = self._waiting.popleft()
             if not future.done():
-                future.set_exception(RedisConnectionError(reason))
+                future.set_exception(error)
 
     def call(self, packed: bytes) -> asyncio.Future[Any]:
         """Write one packed command; its reply (or error reply, as an exception object)."""
-        assert self.transport is not None
-        future = asyncio.get_running_loop().create_future()
-        self._waiting.append(future)
+        if self.closed or self.transport is None:
+            raise NotSent("the connection to Redis is closed")
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._waiting.append((future, loop.time()))
         self.transport.write(packed)
+        if self._watch is None and self._timeout is not None:
+            self._watch = loop.call_later(self._timeout, self._check)
         return future
+
+    def _check(self) -> None:
+        """Close the connection if its oldest call has waited ``timeout``; else look again later."""
+        self._watch = None
+        if not self._waiting or self._timeout is None:
+            return
+        loop = asyncio.get_running_loop()
+        due = self._waiting[0][1] + self._timeout
+        if loop.time() >= due:
+            self.abort(RedisTimeoutError(f"no reply from Redis within {self._timeout:g} s"))
+        else:
+            self._watch = loop.call_at(due, self._check)
 
 
 class LoopScripts:
@@ -103,12 +128,6 @@ class LoopScripts:
         self._options = _plain_redis_options(client)
         self._protocol: _Protocol | None = None
         self._connecting: asyncio.Lock | None = None
-        self.calls = 0  # script calls made here, not in a thread (for tests)
-
-    @property
-    def enabled(self) -> bool:
-        """Whether script calls go over the event loop's connection (else to threads)."""
-        return self._options is not None
 
     async def drive(self, steps: Steps[Any]) -> Any:
         """Run ``steps`` (see ``smq._steps``); their result."""
@@ -152,23 +171,12 @@ class LoopScripts:
         command, _ = self._client._scripts._command(call.script, call.keys, call.args)
         packed = hiredis.pack_command(command)
         protocol = await self._connection()
-        self.calls += 1
-        reply = await self._reply(protocol, protocol.call(packed))
+        reply = await protocol.call(packed)
         if isinstance(reply, ReadOnlyError):
             raise NotSent(_REPLICA.format(error=reply)) from reply  # a replica: nothing ran
         if isinstance(reply, ResponseError):
             raise reply
         return reply
-
-    async def _reply(self, protocol: _Protocol, future: asyncio.Future[Any]) -> Any:
-        assert self._options is not None
-        timeout = self._options["socket_timeout"]
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            # The replies of the connection can no longer be matched to their calls.
-            protocol.abort(None)
-            raise RedisTimeoutError(f"no reply from Redis within {timeout:g} s") from None
 
     async def _connection(self) -> _Protocol:
         protocol = self._protocol
@@ -186,29 +194,33 @@ class LoopScripts:
         options = self._options
         assert options is not None
         loop = asyncio.get_running_loop()
+
+        def made() -> _Protocol:
+            return _Protocol(options["socket_timeout"])
+
         try:
             if options.get("path"):
-                opening = loop.create_unix_connection(_Protocol, options["path"])
+                opening = loop.create_unix_connection(made, options["path"])
             else:
-                opening = loop.create_connection(_Protocol, options["host"], options["port"])
+                opening = loop.create_connection(made, options["host"], options["port"])
             _, protocol = await asyncio.wait_for(opening, options["socket_connect_timeout"])
         except (OSError, asyncio.TimeoutError) as error:
             raise NotSent(f"cannot connect to Redis: {error or 'timed out'}") from error
         try:
             for command in _hello(options):
-                reply = await self._reply(protocol, protocol.call(hiredis.pack_command(command)))
+                reply = await protocol.call(hiredis.pack_command(command))
                 if isinstance(reply, Exception):
-                    protocol.abort(None)
+                    protocol.abort(reply)
                     raise NotSent(f"Redis refused the connection: {reply}") from reply
             # Its name in CLIENT LIST (Redis 7.2+; older servers refuse it, which changes nothing).
-            await self._reply(protocol, protocol.call(hiredis.pack_command(_LIB_NAME)))
+            await protocol.call(hiredis.pack_command(_LIB_NAME))
         except (RedisConnectionError, RedisTimeoutError) as error:
             raise NotSent(f"cannot connect to Redis: {error}") from error  # no call was written yet
         return protocol
 
     def close(self) -> None:
         if self._protocol is not None:
-            self._protocol.abort(None)
+            self._protocol.abort(RedisConnectionError("smq serve is stopping"))
             self._protocol = None
 
 
