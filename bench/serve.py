@@ -93,13 +93,23 @@ class Service:
     Its output goes to a log file; the line announcing its address tells it is ready.
     """
 
-    def __init__(self, name: str, command: list[str], ready: str, log: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        ready: str,
+        log: Path,
+        *,
+        url: str = "",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.command = command
         self.ready = re.compile(ready)
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
-        self.url = ""
+        self.url = url  # else group 1 of the ready line
+        self.env = env
         self.stop_seconds = 0.0
 
     @property
@@ -114,7 +124,11 @@ class Service:
     def start(self) -> Service:
         found = threading.Event()
         self.process = subprocess.Popen(
-            self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            self.command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=None if self.env is None else {**os.environ, **self.env},
         )
 
         def drain(stream: Any) -> None:  # a full pipe would block the server: keep reading
@@ -124,7 +138,7 @@ class Service:
                     sink.flush()
                     match = None if found.is_set() else self.ready.search(line.decode(errors="replace"))
                     if match:
-                        self.url = match.group(1).rstrip("/")
+                        self.url = self.url or match.group(1).rstrip("/")
                         found.set()
 
         threading.Thread(target=drain, args=(self.process.stdout,), daemon=True).start()
@@ -165,6 +179,52 @@ def moto_server(log: Path) -> Service:
     base = [str(executable)] if executable.exists() else [sys.executable, "-m", "moto.server"]
     command = base + ["-H", "127.0.0.1", "-p", str(free_port())]
     return Service("moto_server", command, r"Running on (http://\S+)", log)
+
+
+def localstack(python: str, folder: Path, log: Path) -> Service:
+    """LocalStack's SQS, in host mode: ``python`` (3.13+) has ``localstack-core`` installed."""
+    port = free_port()
+    env = {
+        "GATEWAY_LISTEN": f"127.0.0.1:{port}",
+        "SERVICES": "sqs",
+        "LOCALSTACK_VOLUME_DIR": str(folder / "localstack"),
+        "DNS_ADDRESS": "0",  # no DNS server of its own
+    }
+    command = [python, "-m", "localstack.runtime.main"]
+    return Service("localstack", command, r"^(Ready)\.", log, url=f"http://127.0.0.1:{port}", env=env)
+
+
+def localstack_version(python: str | None) -> str:
+    if python is None:
+        return ""
+    found = subprocess.run(
+        [
+            python,
+            "-c",
+            "import sys, importlib.metadata as m; "
+            "print(m.version('localstack-core'), sys.version.split()[0])",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    version, _, interpreter = found.stdout.strip().partition(" ")
+    return f"localstack-core {version} on Python {interpreter}, host mode, SERVICES=sqs"
+
+
+def localstack_python(given: str | None) -> tuple[str | None, str]:
+    """(the Python to run LocalStack with, or None; why not)."""
+    if not given:
+        return None, "not run: no --localstack-python given (it needs Python 3.13+ with localstack-core)"
+    found = subprocess.run(
+        [given, "-c", "import sys, localstack.runtime.main; print(sys.version.split()[0])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        return None, f"not run: {given} cannot import localstack ({found.stderr.strip().splitlines()[-1:]})"
+    return given, ""
 
 
 # -- requests outside the measured parts ----------------------------------------------------
@@ -503,6 +563,7 @@ def one_round(
     redis_server: EmbeddedRedis,
     smq_a: Service | None,
     moto: Service,
+    stack: Service | None = None,
 ) -> dict[str, Any]:
     prefix = f"[{number}/{args.repeat}]"
     result: dict[str, Any] = {"round": number, "boto3": [], "load": [], "actions": None, "wake": None}
@@ -516,7 +577,7 @@ def one_round(
             result["boto3"].append(cell)
             print(f"{cell['msgs_per_s']:>8,.0f} msgs/s  ({cell['client_failures']} failures)")
     if "load" in args.parts:
-        result["load"] = load_layouts(prefix, number, args, folder, redis_server, smq_a, moto)
+        result["load"] = load_layouts(prefix, number, args, folder, redis_server, smq_a, moto, stack)
     primary = moto if smq_a is None else smq_a  # moto only with --moto-only, to try the bench out
     if "actions" in args.parts:
         print(f"{prefix} actions one at a time ...", flush=True)
@@ -546,12 +607,15 @@ def load_layouts(
     redis_server: EmbeddedRedis,
     smq_a: Service | None,
     moto: Service,
+    stack: Service | None = None,
 ) -> list[dict[str, Any]]:
-    """The load generator's cycle through one smq serve process, two, and moto."""
+    """The load generator's cycle through one smq serve process, two, moto and LocalStack."""
     redis_pid = redis_server.process.pid if redis_server.process else 0
     layouts: list[tuple[str, list[Service], int]] = []
     if args.load_moto:
         layouts.append(("moto", [moto], args.moto_connections))
+    if stack is not None:
+        layouts.append(("localstack", [stack], args.localstack_connections))
     second: Service | None = None
     if smq_a is not None:
         # The second process runs only for its layout: the long-poll part counts one process's
@@ -636,6 +700,13 @@ def load_table(rounds: list[dict[str, Any]]) -> str:
             f"| {median_of(latency, 'p50')} / {median_of(latency, 'p99')} "
             f"| {spread(per_request)} | {cpu_text(cpu)} |"
         )
+    rates: dict[str, list[float]] = {}
+    for label in [c["label"] for c in rounds[0]["load"]]:
+        rates[label] = [c["msgs_per_s"] for r in rounds for c in r["load"] if c["label"] == label]
+    for peer in ("moto", "localstack"):
+        if "smq x1" in rates and peer in rates:
+            ratios = [s / p for s, p in zip(rates["smq x1"], rates[peer], strict=True) if p]
+            lines.append(f"| smq x1 / {peer} | {spread(ratios, '×', 1)} | | | | |")
     return "\n".join(lines)
 
 
@@ -782,6 +853,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=set(PARTS),
         help=f"comma list of {','.join(PARTS)} (default all)",
     )
+    add(
+        "--localstack-python",
+        default=os.environ.get("SMQ_BENCH_LOCALSTACK_PYTHON"),
+        help="a Python (3.13+) with localstack-core installed: adds LocalStack's SQS to the load-generator "
+        "part (default $SMQ_BENCH_LOCALSTACK_PYTHON; without it LocalStack is skipped, with the reason)",
+    )
+    add(
+        "--localstack-connections",
+        type=int,
+        default=2,
+        help="load generator connections to LocalStack (default 2: its best of 1, 2, 4, 8 and 32 here)",
+    )
     add("--moto-only", action="store_true", help="skip smq serve (to try the bench before it exists)")
     add(
         "--serve-args",
@@ -832,14 +915,20 @@ def main(argv: list[str] | None = None) -> int:
                 else smq_serve(redis_server.url, folder / "smq-serve-a.log", args.serve_args)
             )
             moto = moto_server(folder / "moto.log")
+            python, stack_note = localstack_python(args.localstack_python)
+            stack = None if python is None else localstack(python, folder, folder / "localstack.log")
+            if stack_note:
+                print(f"LocalStack: {stack_note}")
             try:
                 if smq_a is not None:
                     smq_a.start()
                 moto.start()
+                if stack is not None:
+                    stack.start()
                 for number in range(1, args.repeat + 1):
-                    rounds.append(one_round(number, args, folder, redis_server, smq_a, moto))
+                    rounds.append(one_round(number, args, folder, redis_server, smq_a, moto, stack))
             finally:
-                for service in (smq_a, moto):
+                for service in (smq_a, moto, stack):
                     if service is not None:
                         service.stop()
                 logs = {log.name: log_findings(log) for log in sorted(folder.glob("smq-serve-*.log"))}
@@ -863,6 +952,7 @@ def main(argv: list[str] | None = None) -> int:
         "smq_source": _source(),
         "load_average_before_and_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
         "versions": versions("smq-redis", "aiohttp", "boto3", "botocore", "moto", "werkzeug", "redis"),
+        "localstack": stack_note or localstack_version(args.localstack_python),
         "smq_serve_logs": logs,
         "graceful_stop_seconds": {s.name: round(s.stop_seconds, 2) for s in (smq_a, moto) if s is not None},
         "figures": "msgs_per_s: messages deleted per second in the window; cpu_percent: of one core",

@@ -97,7 +97,7 @@ def _is_loopback(host: str) -> bool:
     default=16,
     show_default=True,
     type=click.IntRange(1, 1024),
-    help="Threads for Redis calls (long polls that wait hold none).",
+    help="Threads for the Redis calls the event loop does not make itself (long polls that wait hold none).",
 )
 @click.option(
     "--shutdown-timeout",

@@ -34,7 +34,10 @@ class ServerConfig:
             in (tenants); a key not named here acts in ``account_id``.
         max_clock_skew: Seconds a signature's time may differ from the server's.
         threads: Threads that run the blocking core calls (each holds a
-            Redis connection per node; long polls that wait hold none).
+            Redis connection per node; long polls that wait hold none). On a
+            plain Redis the scripts of sends, receives, deletes, visibility
+            changes and attribute reads run from the event loop instead, on
+            one connection of its own (see ``_loop_scripts``).
         shutdown_timeout: Seconds a graceful stop waits for requests in flight.
         access_log: Log one JSON line per request.
         move_task_interval: Seconds between looks for message move tasks to run.
