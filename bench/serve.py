@@ -11,8 +11,10 @@ on it, and ``moto_server`` (moto keeps its queues in its own memory), then in ea
    asyncio raw HTTP/1.1 on keep-alive connections, request bodies built ahead, no signing.
    The same send-batch / receive-10 / delete-batch cycle on ``--connections`` connections,
    through one ``smq serve`` process, two processes (the connections split between their
-   ports), and moto; then each action alone on one process (requests per second and the
-   server's CPU per request, from ``/proc/<pid>/stat``).
+   ports), moto, and LocalStack's SQS when ``--localstack-python`` names a Python (3.13+)
+   with ``localstack-core`` (skipped with the reason otherwise); then each action alone on
+   one process (requests per second and the server's CPU per request, from
+   ``/proc/<pid>/stat``).
 3. Long-poll wake latency: ``--polls`` concurrent ReceiveMessage long polls
    (WaitTimeSeconds=20, MaxNumberOfMessages=1) held on one ``smq serve`` process while
    ``--wake-messages`` messages are sent one at a time every ``--wake-interval-ms`` from
