@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from conftest import ACL_PASSWORD, acl_url
 from http_support import Server, json_client
+from smq._access import acl_rules
 from smq.embedded import EmbeddedRedis
 from smq.server._loop_scripts import LIB_NAME
 
@@ -193,3 +195,32 @@ def test_a_redis_that_stops_answering_is_an_unknown_outcome_then_the_server_goes
     assert {"first", "after"} <= bodies <= {"first", "after", "stalled"}
     assert sent["MessageId"]
     assert "Traceback" not in serve.logs()
+
+
+@pytest.mark.parametrize("case", ["acl-user", "db-2"])
+def test_the_loops_connection_signs_in_as_the_url_says(tmp_path: Path, case: str) -> None:
+    """AUTH with the URL's user and password, SELECT of its database: as the threads' connections."""
+    config = [f"user smq on >{ACL_PASSWORD} {acl_rules()}"]
+    with EmbeddedRedis(tmp_path / "redis", config=config) as redis_server:
+        url = acl_url(redis_server) if case == "acl-user" else f"unix://{redis_server.socket_path}?db=2"
+        server = Server(url, "--no-auth")
+        try:
+            api = json_client(server.url)
+            queue_url = api.create_queue(QueueName="signed")["QueueUrl"]
+            for body in ("one", "two", "three"):
+                api.send_message(QueueUrl=queue_url, MessageBody=body)
+            got = api.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+            assert sorted(m["Body"] for m in got) == ["one", "three", "two"]
+            with redis_server.client() as admin:
+                clients = list(admin.client_list())
+                loop = [c for c in clients if c.get("lib-name") == LIB_NAME]
+                if "lib-name" in clients[0]:
+                    assert len(loop) == 1, clients
+                    expected = ("smq", "0") if case == "acl-user" else ("default", "2")
+                    assert (loop[0]["user"], loop[0]["db"]) == expected
+                    assert loop[0]["cmd"] == "evalsha"
+                database = 0 if case == "acl-user" else 2
+                assert admin.execute_command("SELECT", database) and admin.exists("smq:{signed}:meta")
+        finally:
+            server.stop()
+        assert "Traceback" not in server.logs()
