@@ -36,10 +36,11 @@ SCRIPT_COMMANDS = (
 """The commands the Lua scripts call (a test checks this against lua/)."""
 
 CLIENT_COMMANDS = (
-    "evalsha", "script|load", "info", "ping", "hello", "client|setinfo", "subscribe", "unsubscribe",
-    "exists", "hget", "hmget", "xrange", "zadd", "zrange", "zrangebylex", "zrem", "wait",
+    "evalsha", "script|load", "info", "ping", "hello", "client|setinfo", "client|setname", "subscribe",
+    "unsubscribe", "exists", "hget", "hmget", "xrange", "zadd", "zrange", "zrangebylex", "zrem", "wait",
 )  # fmt: skip
-"""The commands the client sends itself: scripts, the eviction check, long-poll
+"""The commands the client sends itself: scripts, the eviction check, the name of ``smq serve``'s
+event-loop connection, long-poll
 wake-ups, the queue registry and index reads, the event stream, the wait for
 replicas (``Settings.wait_replicas``)."""
 

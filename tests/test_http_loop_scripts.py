@@ -26,7 +26,7 @@ from conftest import ACL_PASSWORD, acl_url
 from http_support import Server, json_client
 from smq._access import acl_rules
 from smq.embedded import EmbeddedRedis
-from smq.server._loop_scripts import LIB_NAME
+from smq.server._loop_scripts import CONNECTION_NAME
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_the_hot_actions_go_over_the_event_loops_connection(
     before = _connections(redis_server)
     if "tot-cmds" not in before[0]:
         pytest.skip("this Redis has no tot-cmds in CLIENT LIST (Redis 7.2+)")
-    loop = [c for c in before if c.get("lib-name") == LIB_NAME]
+    loop = [c for c in before if c.get("name") == CONNECTION_NAME]
     assert len(loop) == 1, before
     rounds = 20
     for i in range(rounds):
@@ -213,12 +213,11 @@ def test_the_loops_connection_signs_in_as_the_url_says(tmp_path: Path, case: str
             assert sorted(m["Body"] for m in got) == ["one", "three", "two"]
             with redis_server.client() as admin:
                 clients = list(admin.client_list())
-                loop = [c for c in clients if c.get("lib-name") == LIB_NAME]
-                if "lib-name" in clients[0]:
-                    assert len(loop) == 1, clients
-                    expected = ("smq", "0") if case == "acl-user" else ("default", "2")
-                    assert (loop[0]["user"], loop[0]["db"]) == expected
-                    assert loop[0]["cmd"] == "evalsha"
+                loop = [c for c in clients if c.get("name") == CONNECTION_NAME]
+                assert len(loop) == 1, clients
+                expected = ("smq", "0") if case == "acl-user" else ("default", "2")
+                assert (loop[0]["user"], loop[0]["db"]) == expected
+                assert loop[0]["cmd"] == "evalsha"
                 database = 0 if case == "acl-user" else 2
                 assert admin.execute_command("SELECT", database) and admin.exists("smq:{signed}:meta")
         finally:

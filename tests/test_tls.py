@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 import botocore.exceptions
 import pytest
+import redis
 from botocore.config import Config
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -31,6 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 import smq
 from http_support import BIN, KEY_ID, REGION, SECRET, Server
 from smq.embedded import EmbeddedRedis, free_port, server_identity
+from smq.server._loop_scripts import CONNECTION_NAME
 
 
 @dataclass
@@ -348,6 +350,37 @@ def test_client_over_rediss_with_a_client_certificate(tls_redis: str, ca: Author
         [message] = queue.receive(max_messages=1)
         assert message.body == "over rediss"
         assert queue.delete(message)
+
+
+def test_serve_over_rediss_runs_its_hot_scripts_from_the_event_loop(tls_redis: str, ca: Authority) -> None:
+    """The event loop's own connection speaks TLS with the same files as the threads' connections."""
+    me = ca.issue("smq-serve-client", server=False)
+    files = ["--redis-tls-ca", str(ca.file), "--redis-tls-cert", str(me.cert), "--redis-tls-key", str(me.key)]
+    server = Server(tls_redis, "--no-auth", *files)
+    try:
+        api = boto3.session.Session().client(
+            "sqs", endpoint_url=server.url, region_name=REGION, aws_access_key_id=KEY_ID,
+            aws_secret_access_key=SECRET, config=Config(retries={"max_attempts": 1}),
+        )  # fmt: skip
+        url = api.create_queue(QueueName="over-tls")["QueueUrl"]
+        for body in ("a", "b", "c"):
+            api.send_message(QueueUrl=url, MessageBody=body)
+        got = api.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        assert sorted(m["Body"] for m in got) == ["a", "b", "c"]
+        api.delete_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(got)],
+        )
+        admin = redis.Redis.from_url(
+            tls_redis, ssl_ca_certs=str(ca.file), ssl_certfile=str(me.cert), ssl_keyfile=str(me.key)
+        )
+        with admin:
+            loop = [c for c in admin.client_list() if c.get("name") == CONNECTION_NAME]
+        assert len(loop) == 1 and loop[0]["cmd"] == "evalsha", loop
+        assert "Messages" not in api.receive_message(QueueUrl=url)
+    finally:
+        server.stop()
+    assert "Traceback" not in server.logs()
 
 
 def test_rediss_without_a_client_certificate_is_refused(tls_redis: str, ca: Authority) -> None:

@@ -6,11 +6,12 @@ was about half of the server's CPU per request. Here the event loop writes
 the EVALSHA itself on a connection of its own and awaits the reply; requests
 in flight at once share the connection, so their calls reach Redis together.
 
-It serves a plain Redis (TCP or Unix socket, with or without AUTH) once the
-client has checked it. Anything else goes to the client's thread pool as
-before, with the same outcome: a Redis Cluster, Sentinel, TLS, replica waits
-(``Settings.replicas``), a script Redis does not know yet (NOSCRIPT: the
-blocking path loads it; the script did not run, so running it there is safe).
+It serves a single Redis (TCP, TLS or a Unix socket, with or without AUTH)
+once the client has checked it. Anything else goes to the client's thread
+pool as before, with the same outcome: a Redis Cluster, Sentinel, replica
+waits (``Settings.replicas``), TLS with OCSP checks, a script Redis does not
+know yet (NOSCRIPT: the blocking path loads it; the script did not run, so
+running it there is safe).
 
 Outcomes are the blocking path's: no connection is ``Unavailable`` (nothing
 was sent); a connection lost or a reply later than ``socket_timeout`` after
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,8 +42,8 @@ log = logging.getLogger("smq.serve")
 
 Hop = Callable[..., Awaitable[Any]]
 
-LIB_NAME = "smq-serve-loop"
-_LIB_NAME: tuple[Any, ...] = ("CLIENT", "SETINFO", "LIB-NAME", LIB_NAME)
+CONNECTION_NAME = "smq-serve-loop"
+_SET_NAME: tuple[Any, ...] = ("CLIENT", "SETNAME", CONNECTION_NAME)
 
 
 class _Protocol(asyncio.Protocol):
@@ -202,7 +204,8 @@ class LoopScripts:
             if options.get("path"):
                 opening = loop.create_unix_connection(made, options["path"])
             else:
-                opening = loop.create_connection(made, options["host"], options["port"])
+                tls = options.get("tls")
+                opening = loop.create_connection(made, options["host"], options["port"], ssl=tls)
             _, protocol = await asyncio.wait_for(opening, options["socket_connect_timeout"])
         except (OSError, asyncio.TimeoutError) as error:
             raise NotSent(f"cannot connect to Redis: {error or 'timed out'}") from error
@@ -212,8 +215,8 @@ class LoopScripts:
                 if isinstance(reply, Exception):
                     protocol.abort(reply)
                     raise NotSent(f"Redis refused the connection: {reply}") from reply
-            # Its name in CLIENT LIST (Redis 7.2+; older servers refuse it, which changes nothing).
-            await protocol.call(hiredis.pack_command(_LIB_NAME))
+            # Its name in CLIENT LIST; an ACL without +client|setname refuses it, which changes nothing.
+            await protocol.call(hiredis.pack_command(_SET_NAME))
         except (RedisConnectionError, RedisTimeoutError) as error:
             raise NotSent(f"cannot connect to Redis: {error}") from error  # no call was written yet
         return protocol
@@ -250,11 +253,44 @@ def _plain_redis_options(client: Client) -> dict[str, Any] | None:
     if type(pool) is not redis.ConnectionPool or pool.connection_class not in (
         redis.Connection,
         redis.UnixDomainSocketConnection,
+        redis.SSLConnection,
     ):
-        return None  # Sentinel, TLS, or a connection class of the caller's
+        return None  # Sentinel, or a connection class of the caller's
     options = dict(pool.connection_kwargs)
     if options.get("credential_provider") is not None or options.get("protocol") not in (None, 2, "2"):
         return None
+    if pool.connection_class is redis.SSLConnection:
+        tls = _tls_context(pool.connection_class(**pool.connection_kwargs))
+        if tls is None:
+            return None
+        options["tls"] = tls
     options.setdefault("socket_timeout", None)
     options.setdefault("socket_connect_timeout", None)
     return options
+
+
+def _tls_context(connection: redis.SSLConnection) -> ssl.SSLContext | None:
+    """The TLS settings of redis-py's ``connection`` as a context for asyncio, made as redis-py
+    makes its own; None for what it checks beyond the handshake (OCSP)."""
+    if connection.ssl_validate_ocsp or connection.ssl_validate_ocsp_stapled:
+        return None
+    context = ssl.create_default_context()
+    context.check_hostname = connection.check_hostname
+    context.verify_mode = connection.cert_reqs
+    for flag in connection.ssl_include_verify_flags or ():
+        context.verify_flags |= flag
+    for flag in connection.ssl_exclude_verify_flags or ():
+        context.verify_flags &= ~flag
+    if connection.certfile or connection.keyfile:
+        context.load_cert_chain(
+            certfile=connection.certfile, keyfile=connection.keyfile, password=connection.certificate_password
+        )
+    if connection.ca_certs is not None or connection.ca_path is not None or connection.ca_data is not None:
+        context.load_verify_locations(
+            cafile=connection.ca_certs, capath=connection.ca_path, cadata=connection.ca_data
+        )
+    if connection.ssl_min_version is not None:
+        context.minimum_version = connection.ssl_min_version
+    if connection.ssl_ciphers:
+        context.set_ciphers(connection.ssl_ciphers)
+    return context
