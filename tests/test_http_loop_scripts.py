@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from botocore.exceptions import ClientError
 
 from conftest import ACL_PASSWORD, acl_url
@@ -223,3 +224,43 @@ def test_the_loops_connection_signs_in_as_the_url_says(tmp_path: Path, case: str
         finally:
             server.stop()
         assert "Traceback" not in server.logs()
+
+
+@pytest.mark.cluster
+def test_on_a_redis_cluster_each_primary_gets_a_connection_of_the_loop(redis_cluster: Any) -> None:
+    """Scripts go to the node serving their queue's slot, over the loop's connection to that node."""
+    server = Server(redis_cluster.url, "--cluster", "--no-auth")
+    try:
+        api = json_client(server.url)
+        urls = [api.create_queue(QueueName=f"loop-spread-{n}")["QueueUrl"] for n in range(12)]
+        for url in urls:
+            api.send_message_batch(
+                QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": url} for n in range(3)]
+            )
+        for _ in range(2):  # the second round: every script loaded on every node
+            for url in urls:
+                got = api.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)[
+                    "Messages"
+                ]
+                assert {m["Body"] for m in got} == {url}
+        for url in urls:
+            got = api.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+            assert len(got) == 3
+            done = api.delete_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(got)],
+            )
+            assert len(done["Successful"]) == 3
+            attributes = api.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            assert attributes["ApproximateNumberOfMessages"] == "0"
+        named = {}
+        for node in redis_cluster.nodes:
+            with redis.Redis(host="127.0.0.1", port=node.port) as admin:
+                if admin.info("replication")["role"] != "master":
+                    continue
+                named[node.port] = [c for c in admin.client_list() if c.get("name") == CONNECTION_NAME]
+        assert len(named) >= 3 and all(len(found) == 1 for found in named.values()), named
+        assert all(found[0]["cmd"] == "evalsha" for found in named.values()), named
+    finally:
+        server.stop()
+    assert "Traceback" not in server.logs()

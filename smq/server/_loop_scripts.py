@@ -30,8 +30,16 @@ from typing import Any
 import hiredis
 import redis
 from redis._parsers.base import BaseParser
+from redis.cluster import RedisCluster
+from redis.exceptions import (
+    AskError,
+    InvalidResponse,
+    MovedError,
+    NoScriptError,
+    ReadOnlyError,
+    ResponseError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import InvalidResponse, NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._client import Client
@@ -127,9 +135,13 @@ class LoopScripts:
     def __init__(self, client: Client, hop: Hop) -> None:
         self._client = client
         self._hop = hop
-        self._options = _plain_redis_options(client)
-        self._protocol: _Protocol | None = None
-        self._connecting: asyncio.Lock | None = None
+        self._cluster = type(client._redis) is RedisCluster and client._scripts.wait is None
+        single = None if self._cluster else _node_options(client)
+        # Each node's connection options (None: a node this module does not talk to).
+        self._options: dict[str, dict[str, Any] | None] = {"": single}
+        self._protocols: dict[str, _Protocol] = {}
+        self._connecting: dict[str, asyncio.Lock] = {}
+        self._refreshing: asyncio.Future[Any] | None = None
 
     async def drive(self, steps: Steps[Any]) -> Any:
         """Run ``steps`` (see ``smq._steps``); their result."""
@@ -152,27 +164,52 @@ class LoopScripts:
     async def run(self, call: ScriptCall) -> Any:
         """``Client.run`` for one script call."""
         client = self._client
-        if self._options is None or not client._checked:
-            # The first call checks Redis (eviction policy, ACL) in the blocking path.
-            return await self._hop(
-                client.run, call.script, call.keys, call.args, queue=call.queue, tolerate=call.tolerate
-            )
+        command, slot = client._scripts._command(call.script, call.keys, call.args)
+        # Before the client's first call has checked Redis (eviction policy, ACL), and for
+        # nodes this module does not talk to: the blocking path.
+        node = self._node(slot) if client._checked else None
+        if node is None:
+            return await self._blocking(call)
         try:
-            reply = await self._run(call)
-        except NoScriptError:
-            # Not run: the blocking path loads the script on the node, then runs it.
-            return await self._hop(
-                client.run, call.script, call.keys, call.args, queue=call.queue, tolerate=call.tolerate
-            )
+            reply = await self._run(node, command)
+        except (NoScriptError, MovedError, AskError):
+            # Not run: the blocking path loads the script on the node, or follows the slot
+            # to its new node (and notes it in the slot map), then runs it.
+            return await self._blocking(call)
         except Exception as error:
+            if self._cluster and isinstance(error, (RedisConnectionError, RedisTimeoutError)):
+                self._refresh_map()  # a failover may have moved the slot
             client._at_boundary(call.script, call.queue, _raise, error)
             raise
         return client._status_checked(reply, call.queue, call.tolerate)
 
-    async def _run(self, call: ScriptCall) -> Any:
-        command, _ = self._client._scripts._command(call.script, call.keys, call.args)
+    async def _blocking(self, call: ScriptCall) -> Any:
+        client = self._client
+        return await self._hop(
+            client.run, call.script, call.keys, call.args, queue=call.queue, tolerate=call.tolerate
+        )
+
+    def _node(self, slot: int) -> str | None:
+        """The name of the node that serves ``slot`` ("" for a single Redis), if this module talks to it."""
+        if not self._cluster:
+            return "" if self._options[""] is not None else None
+        try:
+            node = self._client._redis.nodes_manager.get_node_from_slot(slot)
+        except Exception:  # noqa: BLE001 - a slot not covered: the blocking path says what is wrong
+            return None
+        if node.name not in self._options:
+            pool = self._client._redis.get_redis_connection(node).connection_pool
+            self._options[node.name] = _pool_options(pool)
+        return node.name if self._options[node.name] is not None else None
+
+    def _refresh_map(self) -> None:
+        """Read the slot map afresh, in a thread (redis-py's read blocks); one at a time."""
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.ensure_future(self._hop(self._client._scripts._refresh_map))
+
+    async def _run(self, node: str, command: tuple[Any, ...]) -> Any:
         packed = hiredis.pack_command(command)
-        protocol = await self._connection()
+        protocol = await self._connection(node)
         reply = await protocol.call(packed)
         if isinstance(reply, ReadOnlyError):
             raise NotSent(_REPLICA.format(error=reply)) from reply  # a replica: nothing ran
@@ -180,51 +217,58 @@ class LoopScripts:
             raise reply
         return reply
 
-    async def _connection(self) -> _Protocol:
-        protocol = self._protocol
+    async def _connection(self, node: str) -> _Protocol:
+        protocol = self._protocols.get(node)
         if protocol is not None and not protocol.closed:
             return protocol
-        if self._connecting is None:
-            self._connecting = asyncio.Lock()
-        async with self._connecting:
-            protocol = self._protocol
+        lock = self._connecting.setdefault(node, asyncio.Lock())
+        async with lock:
+            protocol = self._protocols.get(node)
             if protocol is None or protocol.closed:
-                protocol = self._protocol = await self._connect()
-        return protocol
-
-    async def _connect(self) -> _Protocol:
-        options = self._options
-        assert options is not None
-        loop = asyncio.get_running_loop()
-
-        def made() -> _Protocol:
-            return _Protocol(options["socket_timeout"])
-
-        try:
-            if options.get("path"):
-                opening = loop.create_unix_connection(made, options["path"])
-            else:
-                tls = options.get("tls")
-                opening = loop.create_connection(made, options["host"], options["port"], ssl=tls)
-            _, protocol = await asyncio.wait_for(opening, options["socket_connect_timeout"])
-        except (OSError, asyncio.TimeoutError) as error:
-            raise NotSent(f"cannot connect to Redis: {error or 'timed out'}") from error
-        try:
-            for command in _hello(options):
-                reply = await protocol.call(hiredis.pack_command(command))
-                if isinstance(reply, Exception):
-                    protocol.abort(reply)
-                    raise NotSent(f"Redis refused the connection: {reply}") from reply
-            # Its name in CLIENT LIST; an ACL without +client|setname refuses it, which changes nothing.
-            await protocol.call(hiredis.pack_command(_SET_NAME))
-        except (RedisConnectionError, RedisTimeoutError) as error:
-            raise NotSent(f"cannot connect to Redis: {error}") from error  # no call was written yet
+                options = self._options[node]
+                assert options is not None
+                try:
+                    protocol = self._protocols[node] = await _connect(options)
+                except NotSent:
+                    if self._cluster:
+                        self._refresh_map()  # the node is gone: its replica may serve the slot now
+                    raise
         return protocol
 
     def close(self) -> None:
-        if self._protocol is not None:
-            self._protocol.abort(RedisConnectionError("smq serve is stopping"))
-            self._protocol = None
+        for protocol in self._protocols.values():
+            protocol.abort(RedisConnectionError("smq serve is stopping"))
+        self._protocols.clear()
+
+
+async def _connect(options: dict[str, Any]) -> _Protocol:
+    """A connection to the node of ``options``, signed in as redis-py's would be."""
+    loop = asyncio.get_running_loop()
+
+    def made() -> _Protocol:
+        return _Protocol(options["socket_timeout"])
+
+    try:
+        if options.get("path"):
+            opening = loop.create_unix_connection(made, options["path"])
+        else:
+            tls = options.get("tls")
+            opening = loop.create_connection(made, options["host"], options["port"], ssl=tls)
+        _, protocol = await asyncio.wait_for(opening, options["socket_connect_timeout"])
+    except (OSError, asyncio.TimeoutError) as error:
+        raise NotSent(f"cannot connect to Redis: {error or 'timed out'}") from error
+    try:
+        for command in _hello(options):
+            reply = await protocol.call(hiredis.pack_command(command))
+            if isinstance(reply, Exception):
+                protocol.abort(reply)
+                raise NotSent(f"Redis refused the connection: {reply}") from reply
+        if not options.get("client_name"):
+            # Its name in CLIENT LIST; an ACL without +client|setname refuses it, which changes nothing.
+            await protocol.call(hiredis.pack_command(_SET_NAME))
+    except (RedisConnectionError, RedisTimeoutError) as error:
+        raise NotSent(f"cannot connect to Redis: {error}") from error  # no call was written yet
+    return protocol
 
 
 def _raise(error: BaseException) -> None:
@@ -244,12 +288,16 @@ def _hello(options: dict[str, Any]) -> list[tuple[Any, ...]]:
     return commands
 
 
-def _plain_redis_options(client: Client) -> dict[str, Any] | None:
-    """The connection options of a plain Redis this module can talk to, else None."""
+def _node_options(client: Client) -> dict[str, Any] | None:
+    """The connection options of a single Redis this module can talk to, else None."""
     redis_client = client._redis
     if type(redis_client) is not redis.Redis or client._scripts.wait is not None:
-        return None
-    pool = redis_client.connection_pool
+        return None  # replica waits: the wait is sent on the script's own connection
+    return _pool_options(redis_client.connection_pool)
+
+
+def _pool_options(pool: Any) -> dict[str, Any] | None:
+    """The options of a redis-py connection pool's connections, if this module can make the same."""
     if type(pool) is not redis.ConnectionPool or pool.connection_class not in (
         redis.Connection,
         redis.UnixDomainSocketConnection,
