@@ -32,7 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 import smq
 from http_support import BIN, KEY_ID, REGION, SECRET, Server
 from smq.embedded import EmbeddedRedis, free_port, server_identity
-from smq.server._loop_scripts import CONNECTION_NAME
+from smq.server._loop_scripts import CONNECTION_NAME, _tls_context
 
 
 @dataclass
@@ -381,6 +381,28 @@ def test_serve_over_rediss_runs_its_hot_scripts_from_the_event_loop(tls_redis: s
     finally:
         server.stop()
     assert "Traceback" not in server.logs()
+
+
+def test_the_event_loops_tls_settings_are_redis_pys(ca: Authority) -> None:
+    """The context the event loop connects with checks what redis-py's own connections check."""
+    me = ca.issue("smq-context-client", server=False)
+    files = {"ssl_ca_certs": str(ca.file), "ssl_certfile": str(me.cert), "ssl_keyfile": str(me.key)}
+    for extra in ({}, {"ssl_check_hostname": True}, {"ssl_cert_reqs": "none"}):
+        connection = redis.SSLConnection(host="127.0.0.1", port=1, **files, **extra)  # type: ignore[arg-type]
+        context = _tls_context(connection)
+        assert context is not None
+        assert (context.verify_mode, context.check_hostname) == (
+            connection.cert_reqs,
+            connection.check_hostname,
+        )
+        assert context.verify_mode == (
+            ssl.CERT_NONE if extra.get("ssl_cert_reqs") == "none" else ssl.CERT_REQUIRED
+        )
+        # The system's CAs, as redis-py's context has them, and the test's.
+        assert ((("commonName", "smq-test-ca"),),) in [c["subject"] for c in context.get_ca_certs()]
+    assert (
+        _tls_context(redis.SSLConnection(host="127.0.0.1", port=1, ssl_validate_ocsp=True, **files)) is None
+    )
 
 
 def test_rediss_without_a_client_certificate_is_refused(tls_redis: str, ca: Authority) -> None:

@@ -9,6 +9,7 @@ kept for a connection that broke after the script was sent.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -214,3 +215,48 @@ def test_a_redis_still_loading_or_a_cluster_failing_over_is_unavailable(reply: b
                 call()
     finally:
         loading.close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"-LOADING Redis is loading the dataset in memory\r\n",
+        b"-CLUSTERDOWN The cluster is down\r\n",
+        b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+        b"-NOAUTH Authentication required.\r\n",
+    ],
+    ids=["loading", "clusterdown", "tryagain", "noauth"],
+)
+def test_smq_serves_event_loop_path_says_the_same(reply: bytes) -> None:
+    """The scripts ``smq serve`` runs from its event loop meet these answers as the blocking path does."""
+    from smq._keys import QueueKeys
+    from smq._steps import ScriptCall
+    from smq.server._loop_scripts import LoopScripts
+
+    loading = _LoadingRedis(reply)
+    client = smq.Client(smq.Settings(url=f"redis://127.0.0.1:{loading.port}/0", allow_eviction=True))
+    client._checked = True  # as after a first call that found Redis well (this stand-in answers none)
+    call = ScriptCall("get_attributes", QueueKeys.of("jobs"), [""], "jobs")
+    with pytest.raises(smq.SmqError) as blocking_path:
+        client.run(call.script, call.keys, call.args, queue=call.queue)
+
+    async def blocking(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"went to a thread: {function}")
+
+    async def main() -> None:
+        scripts = LoopScripts(client, blocking)
+        try:
+            for _ in range(2):  # the connection stays usable after such a reply
+                with pytest.raises(smq.SmqError) as loop_path:
+                    await scripts.run(call)
+                assert type(loop_path.value) is type(blocking_path.value)
+                assert str(loop_path.value).startswith("get_attributes on queue 'jobs' did not run: ")
+        finally:
+            scripts.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        loading.close()
+        client.close()
+    assert isinstance(blocking_path.value, smq.Unavailable)  # did not run

@@ -76,12 +76,12 @@ class Service:
             self.polls.close()
 
     async def close(self) -> None:
+        self.access_log.flush()
         if self._move_tasks is not None:
             self._move_tasks.cancel()
             await asyncio.gather(self._move_tasks, return_exceptions=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.scripts.close()
-        self.access_log.flush()
 
     def kick_move_tasks(self) -> None:
         self._move_kick.set()
@@ -439,9 +439,11 @@ async def run(
         await stop.wait()
     finally:
         log.info("stopping: ending long polls, finishing %d request(s)", service.in_flight)
-        await service.stop()
-        await runner.cleanup()
-        await service.close()
+        try:
+            await service.stop()
+            await runner.cleanup()
+        finally:
+            await service.close()  # writes the access lines kept, even if the cleanup failed
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(signum)
 

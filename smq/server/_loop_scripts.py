@@ -1,4 +1,4 @@
-"""Script calls from the event loop: one pipelined asyncio connection to a single Redis.
+"""Script calls from the event loop: one pipelined asyncio connection per Redis node.
 
 A core call handed to a thread costs ``smq serve`` a hop there and back (two
 wake-ups, the GIL changing hands) for each Redis round trip: under load that
@@ -6,16 +6,19 @@ was about half of the server's CPU per request. Here the event loop writes
 the EVALSHA itself on a connection of its own and awaits the reply; requests
 in flight at once share the connection, so their calls reach Redis together.
 
-It serves a single Redis (TCP, TLS or a Unix socket, with or without AUTH)
-once the client has checked it. Anything else goes to the client's thread
-pool as before, with the same outcome: a Redis Cluster, Sentinel, replica
-waits (``Settings.replicas``), TLS with OCSP checks, a script Redis does not
-know yet (NOSCRIPT: the blocking path loads it; the script did not run, so
-running it there is safe).
+It serves a single Redis or the primaries of a Redis Cluster (TCP, TLS or a
+Unix socket, with or without AUTH) once the client has checked them. The
+rest goes to the client's thread pool as before, with the same outcome:
+Sentinel, replica waits (``Settings.replicas``), TLS with OCSP checks, a
+script Redis does not know yet (NOSCRIPT) and a slot that moved (MOVED, ASK):
+the script did not run, so the blocking path loads it or follows the slot,
+and runs it.
 
 Outcomes are the blocking path's: no connection is ``Unavailable`` (nothing
 was sent); a connection lost or a reply later than ``socket_timeout`` after
-the write is ``OutcomeUnknown``, for every call then waiting on it.
+the write is ``OutcomeUnknown``, for every call then waiting on it. One
+connect per node runs at a time, shared by the calls that wait for it; after
+a failed one, calls fail at once for ``_RETRY_AFTER`` seconds.
 """
 
 from __future__ import annotations
@@ -33,11 +36,11 @@ from redis._parsers.base import BaseParser
 from redis.cluster import RedisCluster
 from redis.exceptions import (
     AskError,
+    AuthenticationError,
     InvalidResponse,
     MovedError,
     NoScriptError,
     ReadOnlyError,
-    ResponseError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -49,6 +52,10 @@ from .._steps import Blocking, ScriptCall, Steps
 log = logging.getLogger("smq.serve")
 
 Hop = Callable[..., Awaitable[Any]]
+
+# After a failed connect, calls to that node fail at once (not run) for this long, rather than
+# each trying again: a Redis that is down costs one attempt per node per interval.
+_RETRY_AFTER = 0.25
 
 CONNECTION_NAME = "smq-serve-loop"
 _SET_NAME: tuple[Any, ...] = ("CLIENT", "SETNAME", CONNECTION_NAME)
@@ -106,12 +113,13 @@ class _Protocol(asyncio.Protocol):
 
     def call(self, packed: bytes) -> asyncio.Future[Any]:
         """Write one packed command; its reply (or error reply, as an exception object)."""
-        if self.closed or self.transport is None:
+        if self.closed or self.transport is None or self.transport.is_closing():
+            # Redis closed it (idle timeout, restart) and the loop has not heard yet: not sent.
             raise NotSent("the connection to Redis is closed")
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._waiting.append((future, loop.time()))
         self.transport.write(packed)
+        self._waiting.append((future, loop.time()))
         if self._watch is None and self._timeout is not None:
             self._watch = loop.call_later(self._timeout, self._check)
         return future
@@ -140,7 +148,8 @@ class LoopScripts:
         # Each node's connection options (None: a node this module does not talk to).
         self._options: dict[str, dict[str, Any] | None] = {"": single}
         self._protocols: dict[str, _Protocol] = {}
-        self._connecting: dict[str, asyncio.Lock] = {}
+        self._opening: dict[str, asyncio.Future[_Protocol]] = {}
+        self._failed: dict[str, tuple[float, str]] = {}  # node -> (when, why) of its last failed connect
         self._refreshing: asyncio.Future[Any] | None = None
 
     async def drive(self, steps: Steps[Any]) -> Any:
@@ -213,26 +222,38 @@ class LoopScripts:
         reply = await protocol.call(packed)
         if isinstance(reply, ReadOnlyError):
             raise NotSent(_REPLICA.format(error=reply)) from reply  # a replica: nothing ran
-        if isinstance(reply, ResponseError):
-            raise reply
+        if isinstance(reply, Exception):
+            raise reply  # LOADING, NOAUTH, ...: as the blocking path gets them, from redis-py
         return reply
 
     async def _connection(self, node: str) -> _Protocol:
+        """The open connection to ``node``; one connect at a time per node, shared by its waiters."""
         protocol = self._protocols.get(node)
         if protocol is not None and not protocol.closed:
             return protocol
-        lock = self._connecting.setdefault(node, asyncio.Lock())
-        async with lock:
-            protocol = self._protocols.get(node)
-            if protocol is None or protocol.closed:
-                options = self._options[node]
-                assert options is not None
-                try:
-                    protocol = self._protocols[node] = await _connect(options)
-                except NotSent:
-                    if self._cluster:
-                        self._refresh_map()  # the node is gone: its replica may serve the slot now
-                    raise
+        opening = self._opening.get(node)
+        if opening is None or opening.done():
+            failed = self._failed.get(node)
+            if failed is not None and asyncio.get_running_loop().time() < failed[0] + _RETRY_AFTER:
+                raise NotSent(failed[1])  # it failed a moment ago: no new attempt yet
+            opening = self._opening[node] = asyncio.ensure_future(self._open(node))
+            opening.add_done_callback(_retrieved)
+        # Shielded: a request given up while it waits leaves the connect to finish for the others.
+        return await asyncio.shield(opening)
+
+    async def _open(self, node: str) -> _Protocol:
+        options = self._options[node]
+        assert options is not None
+        try:
+            protocol = await _connect(options)
+        except NotSent as error:
+            self._failed[node] = (asyncio.get_running_loop().time(), str(error))
+            log.warning("no connection to Redis for the event loop's scripts: %s", error)
+            if self._cluster:
+                self._refresh_map()  # the node is gone: its replica may serve the slot now
+            raise
+        self._failed.pop(node, None)
+        self._protocols[node] = protocol
         return protocol
 
     def close(self) -> None:
@@ -252,10 +273,11 @@ async def _connect(options: dict[str, Any]) -> _Protocol:
         if options.get("path"):
             opening = loop.create_unix_connection(made, options["path"])
         else:
-            tls = options.get("tls")
+            # Made at each connect, as redis-py does: certificate files renewed on disk are read.
+            tls = _tls_context(redis.SSLConnection(**options["tls"])) if "tls" in options else None
             opening = loop.create_connection(made, options["host"], options["port"], ssl=tls)
         _, protocol = await asyncio.wait_for(opening, options["socket_connect_timeout"])
-    except (OSError, asyncio.TimeoutError) as error:
+    except (OSError, ValueError, asyncio.TimeoutError) as error:
         raise NotSent(f"cannot connect to Redis: {error or 'timed out'}") from error
     try:
         for command in _hello(options):
@@ -265,14 +287,26 @@ async def _connect(options: dict[str, Any]) -> _Protocol:
                 raise NotSent(f"Redis refused the connection: {reply}") from reply
         if not options.get("client_name"):
             # Its name in CLIENT LIST; an ACL without +client|setname refuses it, which changes nothing.
-            await protocol.call(hiredis.pack_command(_SET_NAME))
+            named = await protocol.call(hiredis.pack_command(_SET_NAME))
+            if isinstance(named, AuthenticationError):  # NOAUTH: Redis wants a password it was not given
+                protocol.abort(named)
+                raise NotSent(f"Redis refused the connection: {named}") from named
     except (RedisConnectionError, RedisTimeoutError) as error:
         raise NotSent(f"cannot connect to Redis: {error}") from error  # no call was written yet
+    except BaseException:
+        protocol.abort(RedisConnectionError("the connection was not set up"))
+        raise
     return protocol
 
 
 def _raise(error: BaseException) -> None:
     raise error
+
+
+def _retrieved(opening: asyncio.Future[Any]) -> None:
+    """Mark a connect's failure seen, even if every request that waited for it was given up."""
+    if not opening.cancelled():
+        opening.exception()
 
 
 def _hello(options: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -308,10 +342,9 @@ def _pool_options(pool: Any) -> dict[str, Any] | None:
     if options.get("credential_provider") is not None or options.get("protocol") not in (None, 2, "2"):
         return None
     if pool.connection_class is redis.SSLConnection:
-        tls = _tls_context(pool.connection_class(**pool.connection_kwargs))
-        if tls is None:
+        if _tls_context(pool.connection_class(**pool.connection_kwargs)) is None:
             return None
-        options["tls"] = tls
+        options["tls"] = dict(pool.connection_kwargs)  # the context is made at each connect
     options.setdefault("socket_timeout", None)
     options.setdefault("socket_connect_timeout", None)
     return options
