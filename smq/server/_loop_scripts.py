@@ -2,7 +2,7 @@
 
 A core call handed to a thread costs ``smq serve`` a hop there and back (two
 wake-ups, the GIL changing hands) for each Redis round trip: under load that
-was about half of the server's CPU per request. Here the event loop writes
+was about 40 % of the server's CPU per request. Here the event loop writes
 the EVALSHA itself on a connection of its own and awaits the reply; requests
 in flight at once share the connection, so their calls reach Redis together.
 
