@@ -170,8 +170,12 @@ class Queue:
         invalid ids, more than 1 MiB in all) raises a BatchError and sends nothing.
         On a FIFO queue the messages of one group are stored in entry order.
         """
+        return drive(self._client, self._send_batch_steps(entries))
+
+    def _send_batch_steps(self, entries: Sequence[SendEntry]) -> Steps[BatchResult[SendResult]]:
+        """``send_batch`` as steps."""
         check_entries(entries, SendEntry)
-        return drive(self._client, self._send_steps(entries, single=False))
+        return (yield from self._send_steps(entries, single=False))
 
     def _send_steps(self, entries: Sequence[SendEntry], *, single: bool) -> Steps[BatchResult[SendResult]]:
         """Send checked entries, as steps; ``single`` raises what refused the one entry."""
@@ -473,8 +477,12 @@ class Queue:
 
     def change_visibility_batch(self, entries: Sequence[ChangeEntry]) -> BatchResult[str]:
         """Change the visibility of 1-10 messages; returns the entry ids per outcome."""
+        return drive(self._client, self._change_batch_steps(entries))
+
+    def _change_batch_steps(self, entries: Sequence[ChangeEntry]) -> Steps[BatchResult[str]]:
+        """``change_visibility_batch`` as steps."""
         check_entries(entries, ChangeEntry)
-        return drive(self._client, self._change_steps(entries, single=False))
+        return (yield from self._change_steps(entries, single=False))
 
     def _change_steps(self, entries: Sequence[ChangeEntry], *, single: bool) -> Steps[BatchResult[str]]:
         """Change the visibility of checked entries, as steps; ``single`` raises what failed."""
@@ -568,8 +576,12 @@ class Queue:
 
     def delete_batch(self, entries: Sequence[DeleteEntry]) -> BatchResult[str]:
         """Delete 1-10 messages. Stale or already-used receipts count as success, as in SQS."""
+        return drive(self._client, self._delete_batch_steps(entries))
+
+    def _delete_batch_steps(self, entries: Sequence[DeleteEntry]) -> Steps[BatchResult[str]]:
+        """``delete_batch`` as steps."""
         check_entries(entries, DeleteEntry)
-        return self._delete(entries, single=False)
+        return (yield from self._delete_steps(entries, single=False))
 
     def _delete(self, entries: Sequence[DeleteEntry], *, single: bool) -> BatchResult[str]:
         return drive(self._client, self._delete_steps(entries, single=single))
@@ -608,15 +620,14 @@ class Queue:
         if shards:
             info: QueueInfo = yield Blocking(sharded.attributes, self, shards)
             return info
-        reply = yield ScriptCall("get_attributes", self.keys, [self._client._now_arg()], self.name)
-        return self._attributes_of(reply)
+        return (yield from self._attributes_here_steps())
 
     def _attributes_here(self) -> QueueInfo:
         """This queue's own attributes (of one shard, for a sharded queue)."""
-        reply = self._client.run("get_attributes", self.keys, [self._client._now_arg()], queue=self.name)
-        return self._attributes_of(reply)
+        return drive(self._client, self._attributes_here_steps())
 
-    def _attributes_of(self, reply: list[Any]) -> QueueInfo:
+    def _attributes_here_steps(self) -> Steps[QueueInfo]:
+        reply = yield ScriptCall("get_attributes", self.keys, [self._client._now_arg()], self.name)
         now_ms = reply[1]
         meta = text_pairs(reply[2])
         counters = {k: int(v) for k, v in text_pairs(reply[3]).items()}

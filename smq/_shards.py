@@ -74,9 +74,10 @@ class Layouts:
 
     def shards(self, queue: Queue) -> tuple[Queue, ...]:
         """Handles on the shards of ``queue`` (its main name), or ``()`` if it has one shard."""
+        known = self.known(queue)
+        if known is not None:
+            return known
         found = self._known.get(queue.name)
-        if found is not None and found[0] > time.monotonic():
-            return found[1]
         try:
             names = self.read(queue.name)
         except Unavailable:

@@ -40,6 +40,10 @@ class ScriptCall:
         self.queue = queue
         self.tolerate = tolerate
 
+    def run(self, client: Client) -> Any:
+        """The blocking way: ``Client.run``."""
+        return client.run(self.script, self.keys, self.args, queue=self.queue, tolerate=self.tolerate)
+
 
 class Blocking:
     """Call ``function(*args)``, which may block on Redis."""
@@ -49,6 +53,9 @@ class Blocking:
     def __init__(self, function: Callable[..., Any], *args: Any) -> None:
         self.function = function
         self.args = args
+
+    def run(self) -> Any:
+        return self.function(*self.args)
 
 
 Step = ScriptCall | Blocking
@@ -66,11 +73,6 @@ def drive(client: Client, steps: Steps[T]) -> T:
             return done.value  # type: ignore[no-any-return]
         error = None
         try:
-            if isinstance(step, ScriptCall):
-                answer = client.run(
-                    step.script, step.keys, step.args, queue=step.queue, tolerate=step.tolerate
-                )
-            else:
-                answer = step.function(*step.args)
+            answer = step.run(client) if isinstance(step, ScriptCall) else step.run()
         except Exception as caught:
             answer, error = None, caught

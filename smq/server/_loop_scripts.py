@@ -163,10 +163,7 @@ class LoopScripts:
                 return done.value
             error = None
             try:
-                if isinstance(step, Blocking):
-                    answer = await self._hop(step.function, *step.args)
-                else:
-                    answer = await self.run(step)
+                answer = await (self._hop(step.run) if isinstance(step, Blocking) else self.run(step))
             except Exception as caught:
                 answer, error = None, caught
 
@@ -178,25 +175,19 @@ class LoopScripts:
         # nodes this module does not talk to: the blocking path.
         node = self._node(slot) if client._checked else None
         if node is None:
-            return await self._blocking(call)
+            return await self._hop(call.run, client)
         try:
             reply = await self._run(node, command)
         except (NoScriptError, MovedError, AskError):
             # Not run: the blocking path loads the script on the node, or follows the slot
             # to its new node (and notes it in the slot map), then runs it.
-            return await self._blocking(call)
+            return await self._hop(call.run, client)
         except Exception as error:
             if self._cluster and isinstance(error, (RedisConnectionError, RedisTimeoutError)):
                 self._refresh_map()  # a failover may have moved the slot
             client._at_boundary(call.script, call.queue, _raise, error)
             raise
         return client._status_checked(reply, call.queue, call.tolerate)
-
-    async def _blocking(self, call: ScriptCall) -> Any:
-        client = self._client
-        return await self._hop(
-            client.run, call.script, call.keys, call.args, queue=call.queue, tolerate=call.tolerate
-        )
 
     def _node(self, slot: int) -> str | None:
         """The name of the node that serves ``slot`` ("" for a single Redis), if this module talks to it."""

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._batch import MAX_BATCH, check_batch, check_entries
+from .._batch import MAX_BATCH, check_batch
 from .._config import MAX_VISIBILITY_TIMEOUT
 from .._digest import md5_of_attributes
 from .._errors import SmqError
@@ -221,8 +221,7 @@ async def send_message_batch(ctx: Context, params: Result) -> Result:
     successful: list[Result] = []
     if entries:
         try:
-            check_entries(entries, SendEntry)
-            result = await ctx.drive(queue._send_steps(entries, single=False))
+            result = await ctx.drive(queue._send_batch_steps(entries))
         except SmqError as error:
             raise _core_call(error, "send") from None
         successful = [{"Id": r.id, **_send_fields(r)} for r in result.successful]
@@ -392,9 +391,7 @@ async def delete_message_batch(ctx: Context, params: Result) -> Result:
             entries.append(DeleteEntry(entry_id, p.required_string(entry, "ReceiptHandle")))
         except SqsError as error:
             failed.append(_entry_failure(entry_id, error))
-    return await _batch(
-        ctx, DeleteEntry, lambda checked: queue._delete_steps(checked, single=False), entries, failed
-    )
+    return await _batch(ctx, queue._delete_batch_steps, entries, failed)
 
 
 async def change_message_visibility_batch(ctx: Context, params: Result) -> Result:
@@ -411,21 +408,17 @@ async def change_message_visibility_batch(ctx: Context, params: Result) -> Resul
             entries.append(ChangeEntry(entry_id, receipt, timeout))
         except SqsError as error:
             failed.append(_entry_failure(entry_id, error))
-    return await _batch(
-        ctx, ChangeEntry, lambda checked: queue._change_steps(checked, single=False), entries, failed
-    )
+    return await _batch(ctx, queue._change_batch_steps, entries, failed)
 
 
 async def _batch(
     ctx: Context,
-    kind: type,
     steps: Callable[[list[Any]], Steps[BatchResult[str]]],
     entries: list[Any],
     failed: list[Result],
 ) -> Result:
     successful: list[Result] = []
     if entries:
-        check_entries(entries, kind)
         result = await ctx.drive(steps(entries))
         successful = [{"Id": entry_id} for entry_id in result.successful]
         receipts = {entry.id: entry.receipt_handle for entry in entries}
