@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._config import check_int
 from ._errors import InvalidParameter, QueueDoesNotExist
+from ._ids import message_id
 from ._keys import QueueKeys
 from ._scripts import text
 
@@ -131,7 +132,7 @@ def event_of(queue: str, event_id: str, fields: Mapping[Any, Any]) -> Event:
         queue=queue,
         event_id=event_id,
         kind=values.get("e", ""),
-        message_id=values.get("m", ""),
+        message_id=message_id(values.get("m", "")),
         receive_count=int(values.get("n") or 0),
         at_ms=int(values.get("t") or 0),
         extra=values.get("x", ""),

@@ -37,7 +37,7 @@ _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
 # A receipt names the queue (or, of a sharded queue, the shard: its name has
 # at most 10 characters more) that issued it.
 _RECEIPT = re.compile(
-    rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
+    rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}):([A-Za-z0-9_-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
 )
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
 # A Number attribute's text: ASCII digits, sign, point and exponent, nothing
@@ -256,18 +256,6 @@ def decode_record(
         trace_header,
         sender_id,
     )
-
-
-def new_message_ids(count: int) -> list[str]:
-    """``count`` random (version 4) UUIDs, from one read of the OS's random source."""
-    random = bytearray(os.urandom(16 * count))
-    ids = []
-    for start in range(0, 16 * count, 16):
-        random[start + 6] = (random[start + 6] & 0x0F) | 0x40
-        random[start + 8] = (random[start + 8] & 0x3F) | 0x80
-        h = random[start : start + 16].hex()
-        ids.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
-    return ids
 
 
 def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._config import check_int
 from ._errors import InvalidParameter
+from ._ids import message_id
 from ._keys import QueueKeys
 from ._message import MessageAttribute, decode_record
 from ._scripts import text
@@ -87,7 +88,7 @@ def peek(client: Client, keys: QueueKeys, state: str, limit: int, offset: int) -
 
 
 def _peeked(queue: str, state: str, entry: Sequence[Any]) -> PeekedMessage:
-    message_id = text(entry[0])
+    stored = text(entry[0])
     sent_ms, attributes, body, group, _, _, _ = decode_record(entry[2])
     receive_count, first_ms, token, receive_ms = 0, 0, "", 0
     if entry[3]:
@@ -98,14 +99,14 @@ def _peeked(queue: str, state: str, entry: Sequence[Any]) -> PeekedMessage:
     origin = text(entry[4])
     return PeekedMessage(
         queue=queue,
-        message_id=message_id,
+        message_id=message_id(stored),
         state=state,
         body=body,
         attributes=attributes,
         sent_at=sent_ms / 1000,
         receive_count=receive_count,
         first_received_at=first_ms / 1000 if first_ms else None,
-        receipt_handle=f"{queue}:{message_id}:{token}" if in_flight and token else None,
+        receipt_handle=f"{queue}:{stored}:{token}" if in_flight and token else None,
         received_at=receive_ms / 1000 if in_flight and receive_ms else None,
         visible_at=None if state == "visible" else float(text(entry[1])) / 1000,
         origin=origin or None,

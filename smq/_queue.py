@@ -29,6 +29,7 @@ from ._errors import (
     error_for,
 )
 from ._events import Event, read_events
+from ._ids import message_id
 from ._keys import QueueKeys
 from ._message import (
     AttributeValue,
@@ -422,13 +423,13 @@ class Queue:
         name = self.name
         home = self._home
         for i in range(position, len(reply), stride):
-            message_id = reply[i].decode()
+            stored = reply[i].decode()
             sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(reply[i + 1])
             messages.append(
                 Message(
                     home,
-                    message_id,
-                    f"{name}:{message_id}:{token}",
+                    message_id(stored),
+                    f"{name}:{stored}:{token}",
                     body,
                     attributes,
                     sent_ms / 1000,
@@ -548,13 +549,13 @@ class Queue:
         for entry in entries:
             try:
                 more = extra(entry)
-                message_id, token = parse_receipt(self.name, entry.receipt_handle)
+                stored, token = parse_receipt(self.name, entry.receipt_handle)
             except SmqError as error:
                 if single:
                     raise
                 failed.append(failure(entry.id, error))
                 continue
-            args += [message_id, token, *more]
+            args += [stored, token, *more]
             pending.append(entry.id)
         if not pending:
             return None, pending, failed

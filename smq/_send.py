@@ -37,9 +37,9 @@ from ._message import (
     check_trace_header,
     encode_payload,
     fifo_header,
-    new_message_ids,
     to_attributes,
 )
+from ._ids import message_id, new_stored_ids
 from ._scripts import text
 from ._steps import ScriptCall, Steps, drive
 
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 
 def _script_args(
-    queue: Queue, entry: SendEntry, message_id: str
+    queue: Queue, entry: SendEntry, stored_id: str
 ) -> tuple[int, dict[str, MessageAttribute], list[Any]]:
     """(size, typed attributes, the script's arguments) for one message; raises what is wrong with it."""
     body = check_body(entry.body)
@@ -74,7 +74,7 @@ def _script_args(
             delay_ms = check_int("delay_seconds", entry.delay_seconds, 0, 900) * 1000
         header = fifo_header(group or "", given or "") if group is not None or given is not None else b""
         payload = encode_payload(body, stored, header)
-        return size, attributes, [message_id, delay_ms, size, payload, given or ""]
+        return size, attributes, [stored_id, delay_ms, size, payload, given or ""]
     if group is None:
         raise MissingParameter("The request must contain the parameter MessageGroupId.")
     if entry.delay_seconds not in (None, 0):
@@ -88,7 +88,7 @@ def _script_args(
         check_fifo_id("MessageDeduplicationId", given)
     digest = hashlib.sha256(body).hexdigest()
     payload = encode_payload(body, stored, fifo_header(group, given or digest))
-    return size, attributes, [message_id, size, payload, group, given or "", digest]
+    return size, attributes, [stored_id, size, payload, group, given or "", digest]
 
 
 def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> BatchResult[SendResult]:
@@ -103,9 +103,9 @@ def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> S
     pending: list[tuple[SendEntry, str, dict[str, MessageAttribute]]] = []
     failed: list[BatchFailure] = []
     total = 0
-    for entry, message_id in zip(entries, new_message_ids(len(entries)), strict=True):
+    for entry, stored_id in zip(entries, new_stored_ids(len(entries)), strict=True):
         try:
-            size, attributes, more = _script_args(queue, entry, message_id)
+            size, attributes, more = _script_args(queue, entry, stored_id)
         except SmqError as error:
             if single:
                 raise
@@ -113,7 +113,7 @@ def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> S
             continue
         total += size
         args += more
-        pending.append((entry, message_id, attributes))
+        pending.append((entry, stored_id, attributes))
     if total > MAX_BATCH_BYTES:
         if single:
             raise error_for(Status.E_TOO_LONG, queue.name, MAX_BATCH_BYTES)
@@ -130,18 +130,18 @@ def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> S
         reply = yield ScriptCall("send", queue.keys, args, queue.name)
         outcomes = [(reply[i], text(reply[i + 1]), "") for i in range(1, len(reply), 2)]
     successful: list[SendResult] = []
-    for (entry, _, attributes), (status, message_id, seq) in zip(pending, outcomes, strict=True):
+    for (entry, _, attributes), (status, stored_id, seq) in zip(pending, outcomes, strict=True):
         if status in (Status.OK, Status.DUPLICATE):
             entry_id = "" if single else entry.id
             duplicate = status == Status.DUPLICATE
             successful.append(
                 SendResult(
-                    message_id, entry.body, attributes, entry_id, seq or None, duplicate, entry.trace_header
+                    message_id(stored_id), entry.body, attributes, entry_id, seq or None, duplicate, entry.trace_header
                 )
             )
         else:
             # E_TOO_LONG names the queue's limit in place of the id (or sequence number).
-            refused = error_for(status, queue.name, seq or message_id)
+            refused = error_for(status, queue.name, seq or stored_id)
             if single:
                 raise refused
             failed.append(failure(entry.id, refused))

@@ -20,6 +20,7 @@ from ._scripts import text
 
 if TYPE_CHECKING:
     from ._client import Client
+    from ._message import Message
 
 
 def note_source(client: Client, source: str, dead_letter_queue: str) -> None:
@@ -63,18 +64,20 @@ def is_dead_letter_queue(client: Client, name: str) -> bool:
     return bool(list_sources(client, name, 1, ""))
 
 
-def dead_letter_origins(client: Client, name: str, message_ids: Sequence[str]) -> dict[str, str]:
+def dead_letter_origins(client: Client, name: str, messages: Sequence[Message]) -> dict[str, str]:
     """The queue each of these messages of ``name`` was dead-lettered from (SQS's
-    DeadLetterQueueSourceArn), for those that came by a dead-letter move.
+    DeadLetterQueueSourceArn), by message id, for those that came by a dead-letter move.
 
     A moved message records the queue it came from; it came as a dead letter
     when that queue's redrive policy names ``name`` (a message redriven back
     from its dead-letter queue came from a queue that names none).
     """
-    if not message_ids:
+    if not messages:
         return {}
-    found = client._call(client._redis.hmget, QueueKeys.of(name).origins, list(message_ids))
-    origins = {m: text(o) for m, o in zip(message_ids, found, strict=True) if o is not None}
+    # Origins are kept by stored id, the middle of a receipt handle.
+    stored = [m.receipt_handle.rsplit(":", 2)[1] for m in messages]
+    found = client._call(client._redis.hmget, QueueKeys.of(name).origins, stored)
+    origins = {m.message_id: text(o) for m, o in zip(messages, found, strict=True) if o is not None}
     if not origins:
         return {}
     naming = _naming(client, name, sorted(set(origins.values())))

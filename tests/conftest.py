@@ -243,6 +243,11 @@ def raw(client: smq.Client) -> redis.Redis:
     return _ADMINS.get(id(client), client._redis)
 
 
+def stored_id(message: smq.Message) -> str:
+    """The id Redis keeps for a received message: the middle of its receipt handle."""
+    return message.receipt_handle.split(":")[1]
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

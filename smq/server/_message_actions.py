@@ -333,7 +333,7 @@ async def receive_message(ctx: Context, params: Result) -> Result:
     sources: dict[str, str] = {}
     if "DeadLetterQueueSourceArn" in system:
         sources = await ctx.call(
-            dead_letter_origins, ctx.client, queue.name, [m.message_id for m in messages]
+            dead_letter_origins, ctx.client, queue.name, messages
         )
     return {"Messages": [_message(ctx, m, system, wanted, sources.get(m.message_id)) for m in messages]}
 

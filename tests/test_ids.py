@@ -1,0 +1,93 @@
+"""Message ids: Redis keeps 20 characters, users see a UUID, and messages stored
+by smq 0.2 (under their UUID) keep theirs."""
+
+from __future__ import annotations
+
+import base64
+import re
+import uuid
+
+import smq
+from conftest import raw, stored_id
+from smq._ids import message_id, new_stored_ids
+from smq._message import encode_payload
+
+UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+def test_a_stored_id_is_20_url_safe_characters_and_its_message_id_a_uuid_of_the_same_bits() -> None:
+    ids = new_stored_ids(1000)
+    assert len(set(ids)) == 1000
+    for stored in ids:
+        assert re.fullmatch(r"[A-Za-z0-9_-]{20}", stored)
+        shown = message_id(stored)
+        assert UUID4.fullmatch(shown) and uuid.UUID(shown).version == 4
+        h = shown.replace("-", "")
+        assert bytes.fromhex(h[:12] + h[13:16] + h[17:]) == base64.urlsafe_b64decode(stored)
+    assert len({message_id(s) for s in ids}) == 1000
+
+
+def test_ids_that_are_not_stored_ids_are_shown_as_they_are() -> None:
+    legacy = "0c2d5b7e-6a55-4f0b-9d1e-123456789abc"
+    for other in (legacy, "m1", "", "a" * 19, "a" * 21, "abcdefghij.klmnopqrs", "abcdefghij+klmnopqrs"):
+        assert message_id(other) == other
+
+
+def test_redis_keeps_the_stored_id_and_every_view_shows_the_uuid(client: smq.Client) -> None:
+    queue = client.create_queue("ids", event_stream_max_len=100)
+    sent = queue.send("a")
+    assert UUID4.fullmatch(sent.message_id)
+    (kept,) = raw(client).lrange(queue.keys.visible, 0, -1)
+    assert len(kept) == 20 and message_id(kept.decode()) == sent.message_id
+    assert [p.message_id for p in queue.peek()] == [sent.message_id]
+
+    (got,) = queue.receive(1)
+    assert got.message_id == sent.message_id
+    assert stored_id(got) == kept.decode()
+    (held,) = queue.peek("in_flight")
+    assert (held.message_id, held.receipt_handle) == (sent.message_id, got.receipt_handle)
+    queue.change_visibility(got, 0)
+    again = queue.receive(1)[0]
+    assert (again.message_id, again.receive_count) == (sent.message_id, 2)
+    queue.delete(again)
+    assert {e.message_id for e in queue.events()} == {sent.message_id}
+    assert queue.attributes().visible == 0 and queue.attributes().in_flight == 0
+
+
+def test_a_duplicate_send_answers_the_first_message_id(client: smq.Client) -> None:
+    queue = client.create_queue("dedup-ids")
+    first = queue.send("a", deduplication_id="k")
+    second = queue.send("b", deduplication_id="k")
+    assert second.duplicate and second.message_id == first.message_id
+
+
+def _send_as_0_2(client: smq.Client, queue: smq.Queue, uuid_id: str, body: str) -> None:
+    """Store a message the way smq 0.2 did: under its UUID."""
+    payload = encode_payload(body.encode(), {})
+    client.run(
+        "send",
+        queue.keys,
+        [client._now_arg(), queue.keys.wake_channel, 1, uuid_id, -1, 1, payload, ""],
+        queue=queue.name,
+    )
+
+
+def test_messages_stored_under_a_uuid_keep_it_through_every_call(client: smq.Client) -> None:
+    queue = client.create_queue("old-ids", event_stream_max_len=100)
+    old = str(uuid.uuid4())
+    _send_as_0_2(client, queue, old, "old")
+    new = queue.send("new")
+    assert [p.message_id for p in queue.peek()] == [old, new.message_id]
+
+    got = queue.receive(10, visibility_timeout=60)
+    assert [(m.body, m.message_id) for m in got] == [("old", old), ("new", new.message_id)]
+    assert got[0].receipt_handle.split(":")[1] == old  # a receipt as smq 0.2 issued them
+    queue.change_visibility(got[0], 0)
+    (back,) = queue.receive(1)
+    assert (back.message_id, back.receive_count) == (old, 2)
+    result = queue.delete_batch(
+        [smq.DeleteEntry("0", back.receipt_handle), smq.DeleteEntry("1", got[1].receipt_handle)]
+    )
+    assert len(result.successful) == 2 and not result.failed
+    assert {e.message_id for e in queue.events()} == {old, new.message_id}
+    assert queue.attributes().visible == 0 and queue.attributes().in_flight == 0
