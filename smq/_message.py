@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -22,6 +22,7 @@ from ._errors import (
     Status,
     error_for,
 )
+from ._ids import message_id, new_stored_ids
 from ._message import (
     SENDER_ATTRIBUTE,
     TRACE_ATTRIBUTE,
@@ -39,7 +40,6 @@ from ._message import (
     fifo_header,
     to_attributes,
 )
-from ._ids import message_id, new_stored_ids
 from ._scripts import text
 from ._steps import ScriptCall, Steps, drive
 
@@ -136,7 +136,13 @@ def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> S
             duplicate = status == Status.DUPLICATE
             successful.append(
                 SendResult(
-                    message_id(stored_id), entry.body, attributes, entry_id, seq or None, duplicate, entry.trace_header
+                    message_id(stored_id),
+                    entry.body,
+                    attributes,
+                    entry_id,
+                    seq or None,
+                    duplicate,
+                    entry.trace_header,
                 )
             )
         else:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import smq
-from smq._ids import message_id
 from conftest import Clock, raw
+from smq._ids import message_id
 
 
 def _events(client: smq.Client, queue: smq.Queue) -> list[dict[str, str]]:

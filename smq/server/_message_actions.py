@@ -332,9 +332,7 @@ async def receive_message(ctx: Context, params: Result) -> Result:
         return {}  # as SQS: no Messages member when there are none
     sources: dict[str, str] = {}
     if "DeadLetterQueueSourceArn" in system:
-        sources = await ctx.call(
-            dead_letter_origins, ctx.client, queue.name, messages
-        )
+        sources = await ctx.call(dead_letter_origins, ctx.client, queue.name, messages)
     return {"Messages": [_message(ctx, m, system, wanted, sources.get(m.message_id)) for m in messages]}
 
 
