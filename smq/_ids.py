@@ -16,26 +16,44 @@ is not 20 characters is shown as it is, so those messages keep their ids.
 from __future__ import annotations
 
 import base64
+import binascii
 import os
-import re
 
 _RANDOM_BYTES = 15
-_STORED = re.compile(r"[A-Za-z0-9_-]{20}")
+_STORED_LENGTH = 20
+_FROM_URL_SAFE = bytes.maketrans(b"-_", b"+/")
 
 
-def new_stored_ids(count: int) -> list[str]:
-    """``count`` new stored ids, from one read of the OS's random source."""
+def _shown(raw: bytes) -> str:
+    """The UUID form of a stored id's 15 random bytes."""
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[12:15]}-8{h[15:18]}-{h[18:]}"
+
+
+def new_ids(count: int) -> list[tuple[str, str]]:
+    """``count`` new (stored id, message id) pairs, from one read of the OS's random source."""
     random = os.urandom(_RANDOM_BYTES * count)
-    encode = base64.urlsafe_b64encode
+    # 15 bytes are whole base64 groups: the encoding of the lot is the ids end to end.
+    stored = base64.urlsafe_b64encode(random).decode()
     return [
-        encode(random[start : start + _RANDOM_BYTES]).decode()
-        for start in range(0, _RANDOM_BYTES * count, _RANDOM_BYTES)
+        (
+            stored[_STORED_LENGTH * n : _STORED_LENGTH * (n + 1)],
+            _shown(random[_RANDOM_BYTES * n : _RANDOM_BYTES * (n + 1)]),
+        )
+        for n in range(count)
     ]
 
 
-def message_id(stored: str) -> str:
+def message_id(stored: str | bytes) -> str:
     """The message id users see for a message stored under ``stored``."""
-    if _STORED.fullmatch(stored) is None:
-        return stored  # stored by smq 0.2: a UUID, or an id given to the scripts by hand
-    h = base64.urlsafe_b64decode(stored).hex()
-    return f"{h[:8]}-{h[8:12]}-4{h[12:15]}-8{h[15:18]}-{h[18:]}"
+    data = stored.encode() if isinstance(stored, str) else stored
+    if len(data) == _STORED_LENGTH:
+        try:
+            # Not validated (Python 3.10 has no strict mode): what is not base64 decodes short.
+            raw = binascii.a2b_base64(data.translate(_FROM_URL_SAFE))
+        except binascii.Error:
+            raw = b""
+        if len(raw) == _RANDOM_BYTES:
+            return _shown(raw)
+    # Stored by smq 0.2 (a UUID), or an id given to the scripts by hand: shown as it is.
+    return stored if isinstance(stored, str) else stored.decode()

@@ -423,13 +423,13 @@ class Queue:
         name = self.name
         home = self._home
         for i in range(position, len(reply), stride):
-            stored = reply[i].decode()
+            stored = reply[i]
             sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(reply[i + 1])
             messages.append(
                 Message(
                     home,
                     message_id(stored),
-                    f"{name}:{stored}:{token}",
+                    f"{name}:{stored.decode()}:{token}",
                     body,
                     attributes,
                     sent_ms / 1000,

@@ -22,7 +22,7 @@ from ._errors import (
     Status,
     error_for,
 )
-from ._ids import message_id, new_stored_ids
+from ._ids import message_id, new_ids
 from ._message import (
     SENDER_ATTRIBUTE,
     TRACE_ATTRIBUTE,
@@ -100,10 +100,10 @@ def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> S
     """``send_messages`` as steps (see ``smq._steps``)."""
     client = queue._client
     args: list[Any] = [client._now_arg(), queue.keys.wake_channel, 0]
-    pending: list[tuple[SendEntry, str, dict[str, MessageAttribute]]] = []
+    pending: list[tuple[SendEntry, str, dict[str, MessageAttribute]]] = []  # (entry, message id, ...)
     failed: list[BatchFailure] = []
     total = 0
-    for entry, stored_id in zip(entries, new_stored_ids(len(entries)), strict=True):
+    for entry, (stored_id, shown_id) in zip(entries, new_ids(len(entries)), strict=True):
         try:
             size, attributes, more = _script_args(queue, entry, stored_id)
         except SmqError as error:
@@ -113,7 +113,7 @@ def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> S
             continue
         total += size
         args += more
-        pending.append((entry, stored_id, attributes))
+        pending.append((entry, shown_id, attributes))
     if total > MAX_BATCH_BYTES:
         if single:
             raise error_for(Status.E_TOO_LONG, queue.name, MAX_BATCH_BYTES)
@@ -130,13 +130,13 @@ def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> S
         reply = yield ScriptCall("send", queue.keys, args, queue.name)
         outcomes = [(reply[i], text(reply[i + 1]), "") for i in range(1, len(reply), 2)]
     successful: list[SendResult] = []
-    for (entry, _, attributes), (status, stored_id, seq) in zip(pending, outcomes, strict=True):
+    for (entry, shown_id, attributes), (status, stored_id, seq) in zip(pending, outcomes, strict=True):
         if status in (Status.OK, Status.DUPLICATE):
             entry_id = "" if single else entry.id
             duplicate = status == Status.DUPLICATE
             successful.append(
                 SendResult(
-                    message_id(stored_id),
+                    message_id(stored_id) if duplicate else shown_id,
                     entry.body,
                     attributes,
                     entry_id,
