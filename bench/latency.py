@@ -44,7 +44,7 @@ BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
 OPERATIONS = ("send", "receive", "delete")
 BATCHES = (1, 10)
 RATIO_TARGET = 1.3
-MEMORY_TARGET = 200
+MEMORY_TARGETS = (120, 200)  # bytes beyond the body: visible, in flight
 HOLD_SECONDS = 3600  # visibility timeout of messages kept in flight on purpose
 ROOMY_LIMIT = 10_000_000  # inflight_limit of the bench queues (the default, 120,000, is too low)
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -331,7 +331,7 @@ def markdown(latency: dict[str, Any] | None, memory: dict[str, Any] | None) -> s
         out += [
             f"Memory per message ({memory['messages']:,} messages, {memory['body_bytes']}-byte body, "
             f"Redis {memory['redis_version']} with {memory['mem_allocator']} malloc; "
-            f"bytes beyond the body, target <= {MEMORY_TARGET} visible):",
+            f"bytes beyond the body, targets <= {MEMORY_TARGETS[0]} visible and <= {MEMORY_TARGETS[1]} in flight):",
             "",
             "| state | used_memory before | after | bytes/message beyond the body |",
             "|---|---|---|---|",
