@@ -38,6 +38,7 @@ from smq.embedded import EmbeddedRedis, free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
+BASE = "hand-written loop (receive 10, delete batch)"
 HANDLERS = """
 import asyncio
 
@@ -175,7 +176,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--held", type=int, default=1000)
+    parser.add_argument("--held", type=int, default=1000, help="messages of the heartbeat part (0: skip it)")
+    parser.add_argument(
+        "--cases",
+        default="hand-pipelined,worker-1,worker-8,worker-async,process-1,process-2",
+        help="comma list of hand-pipelined, worker-1, worker-8, worker-async, process-1, process-2 "
+        "(the hand-written loop always runs, first in each round)",
+    )
     parser.add_argument("--heartbeat-seconds", type=float, default=10)
     parser.add_argument("--redis-server", default=None)
     parser.add_argument("--output", type=Path, default=RESULTS / "worker.json")
@@ -186,34 +193,47 @@ def main() -> None:
         (folder / "bench_handlers.py").write_text(HANDLERS)
         server = EmbeddedRedis(folder / "redis", port=free_port(), server=args.redis_server)
         with server, smq.Client(server.url) as client:
-            cases: dict[str, Callable[..., float]] = {
-                "hand-written loop (receive 10, delete batch)": hand_loop,
-                "hand-written loop (delete_and_receive)": hand_loop_pipelined,
-                "smq.Worker, 1 thread": in_process(lambda job: None, 1),
-                "smq.Worker, 8 threads": in_process(lambda job: None, 8),
-                "smq.Worker, 8 async tasks": in_process(_noop_async, 8),
-                "smq worker, 1 process (8 threads)": processes(folder, server.url, 1, 8),
-                "smq worker, 2 processes (8 threads)": processes(folder, server.url, 2, 8),
+            every: dict[str, tuple[str, Callable[..., float]]] = {
+                "hand": (BASE, hand_loop),
+                "hand-pipelined": ("hand-written loop (delete_and_receive)", hand_loop_pipelined),
+                "worker-1": ("smq.Worker, 1 thread", in_process(lambda job: None, 1)),
+                "worker-8": ("smq.Worker, 8 threads", in_process(lambda job: None, 8)),
+                "worker-async": ("smq.Worker, 8 async tasks", in_process(_noop_async, 8)),
+                "process-1": ("smq worker, 1 process (8 threads)", processes(folder, server.url, 1, 8)),
+                "process-2": ("smq worker, 2 processes (8 threads)", processes(folder, server.url, 2, 8)),
             }
+            chosen = ["hand", *(key for key in args.cases.split(",") if key != "hand")]
+            cases = dict(every[key] for key in chosen)
             rates: dict[str, list[float]] = {name: [] for name in cases}
             for _ in range(args.repeat):
                 for n, (name, case) in enumerate(cases.items()):
                     queue = _preload(client, f"bench-{n}", args.messages)
                     rates[name].append(case(client, queue, args.messages))
-            beat = heartbeat(client, folder, server.url, args.held, args.heartbeat_seconds)
-    base = statistics.median(rates["hand-written loop (receive 10, delete batch)"])
+            beat = None
+            if args.held:
+                beat = heartbeat(client, folder, server.url, args.held, args.heartbeat_seconds)
+    base = statistics.median(rates[BASE])
     print(f"\n{args.messages} messages per case, median of {args.repeat}\n")
     load = (load_before, os.getloadavg())
     print(f"load average (1, 5, 15 min) before {load[0]}, after {load[1]}\n")
-    print("| case | msgs/s (median) | min-max | vs hand-written loop |\n|---|---:|---:|---:|")
+    print(
+        "| case | msgs/s (median) | min-max | vs hand-written loop | per round: median (min-max) |\n"
+        "|---|---:|---:|---:|---:|"
+    )
     for name, values in rates.items():
         median = statistics.median(values)
-        print(f"| {name} | {median:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {median / base:.2f}x |")
-    print(
-        f"\nheartbeat: {beat['held']} messages held under a 2 s timeout: "
-        f"{beat['extended_per_s']:,.0f} extensions/s, worker CPU {beat['worker_cpu']:.1%} of a core, "
-        f"{beat['expired']} expired"
-    )
+        # Each round's case against that round's hand loop, run just before it: drift cancels.
+        ratios = [value / hand for value, hand in zip(values, rates[BASE], strict=True)]
+        print(
+            f"| {name} | {median:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {median / base:.2f}x "
+            f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+        )
+    if beat is not None:
+        print(
+            f"\nheartbeat: {beat['held']} messages held under a 2 s timeout: "
+            f"{beat['extended_per_s']:,.0f} extensions/s, worker CPU {beat['worker_cpu']:.1%} of a core, "
+            f"{beat['expired']} expired"
+        )
     record = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "load_average": {"before": load[0], "after": load[1]},

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from .._errors import LeaseLost
 from .._message import Message, MessageAttribute
 
+_EVENTS = threading.Lock()  # makes a job's Event and sets its flag, so no wait misses a loss
+
 
 class Job:
     """One received message handed to a handler.
@@ -21,12 +23,15 @@ class Job:
     ``raise_if_lost``, between steps.
     """
 
-    __slots__ = ("message", "_lost", "_reason")
+    __slots__ = ("message", "_lost", "_reason", "_event")
 
     def __init__(self, message: Message) -> None:
         self.message = message
-        self._lost = threading.Event()
+        self._lost = False
         self._reason = ""
+        # Made by the first wait_lost only: most handlers never wait, and an Event a
+        # message was a good part of the worker's own cost per message.
+        self._event: threading.Event | None = None
 
     def __repr__(self) -> str:
         state = f" lost: {self._reason}" if self.lease_lost else ""
@@ -59,7 +64,7 @@ class Job:
     @property
     def lease_lost(self) -> bool:
         """True once the worker no longer holds the message (the cancellation flag)."""
-        return self._lost.is_set()
+        return self._lost
 
     @property
     def lost_reason(self) -> str:
@@ -68,14 +73,25 @@ class Job:
 
     def raise_if_lost(self) -> None:
         """Raise ``smq.LeaseLost`` if the lease is lost; a handler's checkpoint."""
-        if self._lost.is_set():
+        if self._lost:
             raise LeaseLost(f"message {self.message.message_id}: {self._reason}")
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Sleep until the lease is lost or ``timeout`` s pass; True if it is lost."""
-        return self._lost.wait(timeout)
+        with _EVENTS:
+            if self._event is None:
+                self._event = threading.Event()
+                if self._lost:
+                    self._event.set()
+            event = self._event
+        return event.wait(timeout)
 
     def _lose(self, reason: str) -> None:
-        if not self._lost.is_set():
+        with _EVENTS:
+            if self._lost:
+                return
             self._reason = reason
-            self._lost.set()
+            self._lost = True
+            event = self._event
+        if event is not None:
+            event.set()
