@@ -115,9 +115,16 @@ def in_process(handler: Callable[[smq.Job], Any], concurrency: int) -> Callable[
     return run
 
 
-def processes(folder: Path, url: str, n: int, concurrency: int) -> Callable[..., float]:
+def processes(
+    folder: Path, url: str, n: int, concurrency: int, source: str | None = None
+) -> Callable[..., float]:
+    """``n`` `smq worker` processes; with ``source``, of the smq checkout in that folder."""
+
     def run(client: smq.Client, queue: smq.Queue, count: int) -> float:
-        workers = [_spawn(folder, url, queue.name, "bench_handlers:noop", concurrency) for _ in range(n)]
+        workers = [
+            _spawn(folder, url, queue.name, "bench_handlers:noop", concurrency, source=source)
+            for _ in range(n)
+        ]
         try:
             return _drain_rate(queue, count)
         finally:
@@ -128,10 +135,17 @@ def processes(folder: Path, url: str, n: int, concurrency: int) -> Callable[...,
     return run
 
 
-def _spawn(folder: Path, url: str, queue: str, handler: str, concurrency: int, *args: str) -> Any:
+def _spawn(
+    folder: Path, url: str, queue: str, handler: str, concurrency: int, *args: str, source: str | None = None
+) -> Any:
     command = [sys.executable, "-m", "smq", "worker", handler, "--queue", queue, "--redis-url", url]
     command += ["--concurrency", str(concurrency), "--prefetch", "10", "--log-level", "warning", *args]
-    return subprocess.Popen(command, cwd=folder, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    env = None
+    if source is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, str(folder)])}
+    return subprocess.Popen(
+        command, cwd=folder, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env
+    )
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -181,7 +195,13 @@ def main() -> None:
         "--cases",
         default="hand-pipelined,worker-1,worker-8,worker-async,process-1,process-2",
         help="comma list of hand-pipelined, worker-1, worker-8, worker-async, process-1, process-2 "
-        "(the hand-written loop always runs, first in each round)",
+        "(the hand-written loop always runs, first in each round), and process-1-other",
+    )
+    parser.add_argument(
+        "--other-source",
+        default=None,
+        help="another smq checkout (a git worktree): case process-1-other runs its `smq worker`, for a "
+        "before/after in one run",
     )
     parser.add_argument("--heartbeat-seconds", type=float, default=10)
     parser.add_argument("--redis-server", default=None)
@@ -202,6 +222,11 @@ def main() -> None:
                 "process-1": ("smq worker, 1 process (8 threads)", processes(folder, server.url, 1, 8)),
                 "process-2": ("smq worker, 2 processes (8 threads)", processes(folder, server.url, 2, 8)),
             }
+            if args.other_source:
+                every["process-1-other"] = (
+                    f"smq worker, 1 process (8 threads), code of {args.other_source}",
+                    processes(folder, server.url, 1, 8, source=args.other_source),
+                )
             chosen = ["hand", *(key for key in args.cases.split(",") if key != "hand")]
             cases = dict(every[key] for key in chosen)
             rates: dict[str, list[float]] = {name: [] for name in cases}
