@@ -3,11 +3,15 @@
 A message's id is stored in Redis two to four times (the visible list, the
 messages hash, the state hash and the in-flight set), so its length is memory:
 a 36-character UUID takes a 40-byte string where 20 characters fit in 24. smq
-therefore stores 120 random bits as 20 characters of URL-safe base64 (the
-*stored id*, also the middle of a receipt handle) and shows users the version 4
-UUID that holds those same bits (the *message id*, the form SQS gives):
+therefore stores about 120 random bits as 20 characters of URL-safe base64
+(the *stored id*, also the middle of a receipt handle) and shows users the
+version 4 UUID that holds those same bits (the *message id*, the form SQS gives):
 
-    UUID hex = 12 random | "4" | 3 random | "8" | 15 random
+    UUID hex = 12 from the stored id | "4" | 3 | "8" | 15
+
+A stored id never holds ``_``: it becomes ``-`` (119.7 random bits remain).
+smq 0.2 takes only letters, digits and ``-`` in a receipt's id, so its clients
+can still delete messages stored by this version during a rolling upgrade.
 
 Messages stored by smq 0.2 kept their UUID as the stored id; any stored id that
 is not 20 characters is shown as it is, so those messages keep their ids.
@@ -32,13 +36,14 @@ def _shown(raw: bytes) -> str:
 
 def new_ids(count: int) -> list[tuple[str, str]]:
     """``count`` new (stored id, message id) pairs, from one read of the OS's random source."""
-    random = os.urandom(_RANDOM_BYTES * count)
     # 15 bytes are whole base64 groups: the encoding of the lot is the ids end to end.
-    stored = base64.urlsafe_b64encode(random).decode()
+    stored = base64.urlsafe_b64encode(os.urandom(_RANDOM_BYTES * count)).replace(b"_", b"-")
+    raw = binascii.a2b_base64(stored.translate(_FROM_URL_SAFE))  # the bits the ids now hold
+    text = stored.decode()
     return [
         (
-            stored[_STORED_LENGTH * n : _STORED_LENGTH * (n + 1)],
-            _shown(random[_RANDOM_BYTES * n : _RANDOM_BYTES * (n + 1)]),
+            text[_STORED_LENGTH * n : _STORED_LENGTH * (n + 1)],
+            _shown(raw[_RANDOM_BYTES * n : _RANDOM_BYTES * (n + 1)]),
         )
         for n in range(count)
     ]
