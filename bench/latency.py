@@ -331,7 +331,8 @@ def markdown(latency: dict[str, Any] | None, memory: dict[str, Any] | None) -> s
         out += [
             f"Memory per message ({memory['messages']:,} messages, {memory['body_bytes']}-byte body, "
             f"Redis {memory['redis_version']} with {memory['mem_allocator']} malloc; "
-            f"bytes beyond the body, targets <= {MEMORY_TARGETS[0]} visible and <= {MEMORY_TARGETS[1]} in flight):",
+            f"bytes beyond the body, targets <= {MEMORY_TARGETS[0]} visible and "
+            f"<= {MEMORY_TARGETS[1]} in flight):",
             "",
             "| state | used_memory before | after | bytes/message beyond the body |",
             "|---|---|---|---|",
