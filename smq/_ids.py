@@ -10,11 +10,12 @@ version 4 UUID that holds those same bits (the *message id*, the form SQS gives)
     UUID hex = 12 from the stored id | "4" | 3 | "8" | 15
 
 A stored id never holds ``_``: it becomes ``-`` (119.7 random bits remain).
-smq 0.2 takes only letters, digits and ``-`` in a receipt's id, so its clients
-can still delete messages stored by this version during a rolling upgrade.
+Earlier versions take only letters, digits and ``-`` in a receipt's id, so their
+clients can still delete messages stored by this version during a rolling upgrade
+(they show the stored id as the message id, though: upgrade consumers first).
 
-Messages stored by smq 0.2 kept their UUID as the stored id; any stored id that
-is not 20 characters is shown as it is, so those messages keep their ids.
+Messages stored by earlier versions kept their UUID as the stored id; a stored id
+that is not 20 such characters is shown as it is, so those messages keep their ids.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 
 _RANDOM_BYTES = 15
 _STORED_LENGTH = 20
 _FROM_URL_SAFE = bytes.maketrans(b"-_", b"+/")
+_STORED = re.compile(rb"[A-Za-z0-9-]{20}")
 
 
 def _shown(raw: bytes) -> str:
@@ -52,13 +55,7 @@ def new_ids(count: int) -> list[tuple[str, str]]:
 def message_id(stored: str | bytes) -> str:
     """The message id users see for a message stored under ``stored``."""
     data = stored.encode() if isinstance(stored, str) else stored
-    if len(data) == _STORED_LENGTH:
-        try:
-            # Not validated (Python 3.10 has no strict mode): what is not base64 decodes short.
-            raw = binascii.a2b_base64(data.translate(_FROM_URL_SAFE))
-        except binascii.Error:
-            raw = b""
-        if len(raw) == _RANDOM_BYTES:
-            return _shown(raw)
-    # Stored by smq 0.2 (a UUID), or an id given to the scripts by hand: shown as it is.
+    if _STORED.fullmatch(data):
+        return _shown(binascii.a2b_base64(data.translate(_FROM_URL_SAFE)))
+    # Stored by an earlier version (a UUID), or an id given to the scripts by hand: as it is.
     return stored if isinstance(stored, str) else stored.decode()

@@ -36,7 +36,7 @@ _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
 # A receipt names the queue (or, of a sharded queue, the shard: its name has
 # at most 10 characters more) that issued it.
 _RECEIPT = re.compile(
-    rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}):([A-Za-z0-9_-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
+    rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
 )
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
 # A Number attribute's text: ASCII digits, sign, point and exponent, nothing
@@ -258,7 +258,7 @@ def decode_record(
 
 
 def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:
-    """(message_id, token) of a receipt handle ``<queue>:<message_id>:<token>``."""
+    """(stored id, token) of a receipt handle ``<queue>:<stored id>:<token>`` (see ``smq._ids``)."""
     match = _RECEIPT.fullmatch(receipt) if isinstance(receipt, str) else None
     if match is None or match.group(1) != queue:
         # One text for garbage and for another queue's receipt, as SQS.

@@ -245,7 +245,7 @@ def raw(client: smq.Client) -> redis.Redis:
 
 def stored_id(message: smq.Message) -> str:
     """The id Redis keeps for a received message: the middle of its receipt handle."""
-    return message.receipt_handle.split(":")[1]
+    return message.receipt_handle.rsplit(":", 2)[1]
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import smq
-from conftest import Clock, stderr_line_after
+from conftest import Clock, stderr_line_after, stored_id
 from metrics_support import labelled, names, scrape, serving_exporter, value
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
 from smq.exporter import COUNTER_METRICS, Exporter, ExporterConfig
@@ -191,7 +191,10 @@ def test_no_label_value_is_a_message_id_or_body(redis_client: smq.Client) -> Non
         samples = scrape(url)
         with urllib.request.urlopen(url) as reply:
             text = reply.read().decode()
-    for secret in [s.message_id for s in sent] + [m.receipt_handle for m in received] + ["secret-body"]:
+    stored = [stored_id(m) for m in received]
+    for secret in (
+        [s.message_id for s in sent] + [m.receipt_handle for m in received] + stored + ["secret-body"]
+    ):
         assert secret not in text
     label_names = {name for _, labels in samples for name, _ in labels}
     assert label_names <= {"queue", "dead_letter_queue", "node", "policy", "version"}

@@ -1,5 +1,5 @@
 """Message ids: Redis keeps 20 characters, users see a UUID, and messages stored
-by smq 0.2 (under their UUID) keep theirs."""
+by earlier versions (under their UUID) keep theirs."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def test_a_stored_id_is_20_url_safe_characters_and_its_message_id_a_uuid_of_the_
     pairs = new_ids(1000)
     assert len({stored for stored, _ in pairs}) == len({shown for _, shown in pairs}) == 1000
     for stored, shown in pairs:
-        # Letters, digits and "-" only: smq 0.2's receipt check takes no more, and its
-        # clients must still delete these messages during a rolling upgrade.
+        # Letters, digits and "-" only: earlier versions' receipt check takes no more, and
+        # their clients must still delete these messages during a rolling upgrade.
         assert re.fullmatch(r"[A-Za-z0-9-]{20}", stored)
         assert UUID4.fullmatch(shown) and uuid.UUID(shown).version == 4
         h = shown.replace("-", "")
@@ -33,7 +33,17 @@ def test_a_stored_id_is_20_url_safe_characters_and_its_message_id_a_uuid_of_the_
 
 def test_ids_that_are_not_stored_ids_are_shown_as_they_are() -> None:
     legacy = "0c2d5b7e-6a55-4f0b-9d1e-123456789abc"
-    for other in (legacy, "m1", "", "a" * 19, "a" * 21, "abcdefghij.klmnopqrs", "abcdefghij=klmnopqrs"):
+    for other in (
+        legacy,
+        "m1",
+        "",
+        "a" * 19,
+        "a" * 21,
+        "abcdefghij.klmnopqrs",
+        "abcdefghij=klmnopqrs",
+        "abcdefghij+klmnopqrs",
+        "abcdefghij_klmnopqrs",
+    ):
         assert message_id(other) == message_id(other.encode()) == other
 
 
@@ -65,8 +75,8 @@ def test_a_duplicate_send_answers_the_first_message_id(client: smq.Client) -> No
     assert second.duplicate and second.message_id == first.message_id
 
 
-def _send_as_0_2(client: smq.Client, queue: smq.Queue, uuid_id: str, body: str) -> None:
-    """Store a message the way smq 0.2 did: under its UUID."""
+def _send_as_before(client: smq.Client, queue: smq.Queue, uuid_id: str, body: str) -> None:
+    """Store a message the way earlier versions did: under its UUID."""
     payload = encode_payload(body.encode(), {})
     client.run(
         "send",
@@ -79,13 +89,13 @@ def _send_as_0_2(client: smq.Client, queue: smq.Queue, uuid_id: str, body: str) 
 def test_messages_stored_under_a_uuid_keep_it_through_every_call(client: smq.Client) -> None:
     queue = client.create_queue("old-ids", event_stream_max_len=100)
     old = str(uuid.uuid4())
-    _send_as_0_2(client, queue, old, "old")
+    _send_as_before(client, queue, old, "old")
     new = queue.send("new")
     assert [p.message_id for p in queue.peek()] == [old, new.message_id]
 
     got = queue.receive(10, visibility_timeout=60)
     assert [(m.body, m.message_id) for m in got] == [("old", old), ("new", new.message_id)]
-    assert got[0].receipt_handle.split(":")[1] == old  # a receipt as smq 0.2 issued them
+    assert got[0].receipt_handle.split(":")[1] == old  # a receipt as earlier versions issued them
     queue.change_visibility(got[0], 0)
     (back,) = queue.receive(1)
     assert (back.message_id, back.receive_count) == (old, 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 
@@ -9,6 +10,14 @@ from .._errors import LeaseLost
 from .._message import Message, MessageAttribute
 
 _EVENTS = threading.Lock()  # makes a job's Event and sets its flag, so no wait misses a loss
+
+
+def _fresh_lock() -> None:
+    global _EVENTS
+    _EVENTS = threading.Lock()  # a thread of the parent may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_fresh_lock)
 
 
 class Job:
