@@ -9,7 +9,7 @@ import string
 import uuid
 
 import smq
-from conftest import raw, stored_id
+from conftest import Clock, raw, stored_id
 from smq._ids import message_id, new_ids
 from smq._message import encode_payload
 
@@ -105,3 +105,44 @@ def test_messages_stored_under_a_uuid_keep_it_through_every_call(client: smq.Cli
     assert len(result.successful) == 2 and not result.failed
     assert {e.message_id for e in queue.events()} == {old, new.message_id}
     assert queue.attributes().visible == 0 and queue.attributes().in_flight == 0
+
+
+def test_a_message_keeps_its_id_through_dead_letter_moves_and_back(client: smq.Client, clock: Clock) -> None:
+    client.create_queue("ids-dlq")
+    queue = client.create_queue(
+        "ids-src", visibility_timeout=10, redrive_policy=smq.RedrivePolicy("ids-dlq", 1)
+    )
+    sent = queue.send("poison")
+    assert queue.receive(1)[0].message_id == sent.message_id
+    clock.advance(10)
+    assert queue.receive(1) == []  # the second receive moves it
+    (dead,) = client.queue("ids-dlq").peek()
+    assert (dead.message_id, dead.origin) == (sent.message_id, "ids-src")
+    assert client.redrive("ids-dlq") == 1
+    (back,) = queue.receive(1)
+    assert (back.message_id, back.body) == (sent.message_id, "poison")
+    assert queue.delete(back)
+
+
+def test_fifo_ids_through_duplicates_and_repeated_attempts(client: smq.Client) -> None:
+    queue = client.create_queue("ids.fifo", content_based_deduplication=True)
+    first = queue.send("a", message_group_id="g")
+    again = queue.send("a", message_group_id="g")
+    assert again.duplicate and again.message_id == first.message_id and UUID4.fullmatch(first.message_id)
+    (got,) = queue.receive(1, attempt_id="try")
+    (replayed,) = queue.receive(1, attempt_id="try")
+    assert got.message_id == replayed.message_id == first.message_id
+    assert replayed.receipt_handle == got.receipt_handle and queue.delete(replayed)
+
+
+def test_a_sharded_queue_shows_uuids_and_its_receipts_name_shard_and_stored_id(client: smq.Client) -> None:
+    queue = client.create_queue("ids-hot", shards=3)
+    sent = {queue.send(f"m{i}").message_id for i in range(9)}
+    got = []
+    while len(got) < 9:
+        got += queue.receive(10)
+    assert {m.message_id for m in got} == sent
+    for message in got:
+        shard, stored, _ = message.receipt_handle.split(":")
+        assert shard in queue.shard_names() and message_id(stored) == message.message_id
+    assert all(queue.delete(m) for m in got)
