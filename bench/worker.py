@@ -142,7 +142,7 @@ def _spawn(
     command += ["--concurrency", str(concurrency), "--prefetch", "10", "--log-level", "warning", *args]
     env = None
     if source is not None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, str(folder)])}
+        env = {**os.environ, "PYTHONPATH": source}  # before the installed smq; `-m` adds the folder
     return subprocess.Popen(
         command, cwd=folder, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env
     )

@@ -28,7 +28,7 @@ import re
 _RANDOM_BYTES = 15
 _STORED_LENGTH = 20
 _FROM_URL_SAFE = bytes.maketrans(b"-_", b"+/")
-_STORED = re.compile(rb"[A-Za-z0-9-]{20}")
+_STORED = re.compile(rb"[A-Za-z0-9-]{%d}" % _STORED_LENGTH)
 
 
 def _shown(raw: bytes) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ._keys import QueueKeys
+from ._message import parse_receipt, receipt_queue
 from ._scripts import text
 
 if TYPE_CHECKING:
@@ -74,8 +75,8 @@ def dead_letter_origins(client: Client, name: str, messages: Sequence[Message]) 
     """
     if not messages:
         return {}
-    # Origins are kept by stored id, the middle of a receipt handle.
-    stored = [m.receipt_handle.rsplit(":", 2)[1] for m in messages]
+    # Origins are kept by stored id, which the receipt handle carries.
+    stored = [parse_receipt(receipt_queue(m.receipt_handle), m.receipt_handle)[0] for m in messages]
     found = client._call(client._redis.hmget, QueueKeys.of(name).origins, stored)
     origins = {m.message_id: text(o) for m, o in zip(messages, found, strict=True) if o is not None}
     if not origins:
