@@ -64,7 +64,9 @@ class Driver(Protocol):
         """Receive up to one batch and delete what came; return the number deleted."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> int:
+        """Let go; return the number of messages deleted now (those a consumer still held)."""
+        ...
 
 
 # -- how every system reaches the one Redis ------------------------------------------
@@ -132,10 +134,10 @@ class SmqDriver:
         ]
         return len(self.queue.delete_batch(entries).successful)
 
-    def close(self) -> None:
-        if self.done:
-            self.queue.delete_batch(self.done)  # after the window: not counted
+    def close(self) -> int:
+        deleted = len(self.queue.delete_batch(self.done).successful) if self.done else 0
         self.client.close()
+        return deleted
 
     @staticmethod
     def create(address: str, name: str) -> None:
@@ -193,8 +195,9 @@ class RsmqDriver:
             return 0
         return sum(bool(self.rsmq.deleteMessage(qname=self.name, id=i).execute()) for i in ids)
 
-    def close(self) -> None:
+    def close(self) -> int:
         self.rsmq.client.close()
+        return 0
 
     @staticmethod
     def create(address: str, name: str) -> None:
@@ -268,8 +271,9 @@ class KombuDriver:
             pass
         return self.acked - before
 
-    def close(self) -> None:
+    def close(self) -> int:
         self.connection.release()
+        return 0
 
     @staticmethod
     def create(address: str, name: str) -> None:
@@ -342,8 +346,9 @@ class StreamsDriver:
             acked, _ = pipe.execute()
         return int(acked)
 
-    def close(self) -> None:
+    def close(self) -> int:
         self.redis.close()
+        return 0
 
     @staticmethod
     def create(address: str, name: str) -> None:
@@ -410,11 +415,13 @@ def worker(spec: WorkerSpec, sent: Any, deleted: Any, flags: Any, events: Any) -
                     continue
                 total += driver.send()
                 sent[spec.index] = total
+            driver.close()
         else:
             while not flags[STOP]:
                 total += driver.consume()
                 deleted[spec.index] = total
-        driver.close()
+            # After the window (its figures are read already): counted only for the check of what is left.
+            deleted[spec.index] = total + driver.close()
         events.put(("done", label, ""))
     except BaseException:
         events.put(("error", label, traceback.format_exc()))
