@@ -1,0 +1,387 @@
+"""What smq's scripts cost inside Redis, and what of it is the data commands.
+
+Three parts, on one embedded Redis (append-only file off: this measures the
+scripts, not the disk):
+
+- ``calls``: the price list of Lua in this server. ``EVALSHA`` of scripts
+  that do nothing, one ``redis.call``, ten of them, ten ``HMGET`` of ten
+  fields, and 1,000 concatenations of a number (Lua formats numbers with
+  ``sprintf``). Per ``EVALSHA``, from ``INFO commandstats``.
+- ``life``: ``--messages`` messages sent by batches of 10, then drained by a
+  consumer's receive of 10 and delete of 10, as ``delete_and_receive`` sends them
+  (the delete of batch k and the receive of batch k+1 in one write). Once with
+  smq's own scripts, once with *minimal* scripts that run only the data commands
+  a send, a receive and a delete need (``HSET`` of records, ``RPUSH``, a counter,
+  ``PUBLISH``; ``LPOP``, ``HMGET`` of records and states, ``HSET`` of states,
+  ``ZADD``, a counter; ``HMGET``, ``ZREM``, ``HDEL``, a counter) and none of the checks:
+  not a correct queue, a floor for this layout; and minimal scripts of a layout
+  smq does not use, the state kept in the in-flight entry's member (no ``state``
+  hash: no ``HMGET``, ``HSET`` or ``HDEL`` of states). Per send and per pair: time
+  in ``EVALSHA``, and of it inside the commands the scripts call; the rest is Lua,
+  and turning arguments and replies between Lua and Redis.
+- ``memory``: the in-flight bookkeeping of ``--memory-n`` messages (the
+  ``inflight`` entry and the ``state`` entry, the layout smq uses) against the
+  state kept in the in-flight entry's member, a layout smq does not use, from
+  ``INFO memory``.
+
+Medians of ``--repeat`` rounds, the variants alternating within each round.
+
+Run: ``.venv/bin/python bench/scripts.py [--messages 20000] [--repeat 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+import smq
+from smq._ids import new_ids
+from smq._message import encode_payload
+from smq._scripts import sources
+from smq.embedded import EmbeddedRedis
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
+
+PRICE_LIST = {
+    "nothing": "return 1",
+    "1 HINCRBY": "redis.call('HINCRBY', KEYS[1], 'n', 1) return 1",
+    "10 HINCRBY": "for i = 1, 10 do redis.call('HINCRBY', KEYS[1], 'n', 1) end return 1",
+    "10 HMGET of 10 fields": "for i = 1, 10 do redis.call('HMGET', KEYS[1], "
+    + ", ".join(f"'f{i}'" for i in range(10))
+    + ") end return 1",
+    "1,000 number concatenations": "local s for i = 1, 1000 do s = 'a' .. i end return 1",
+}
+
+# The data commands of a send of up to 10 (same keys and arguments as lua/send.lua), nothing else.
+MINIMAL_SEND = """
+local t = redis.call('TIME')
+local stamp = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '|'
+local n = tonumber(ARGV[3])
+local ids, records = {}, {}
+for i = 1, n do
+  local id = ARGV[5 * i - 1]
+  ids[i] = id
+  records[2 * i - 1], records[2 * i] = id, stamp .. ARGV[5 * i + 2]
+end
+redis.call('HSET', KEYS[4], unpack(records))
+redis.call('RPUSH', KEYS[2], unpack(ids))
+redis.call('HINCRBY', KEYS[5], 'sent', n)
+redis.call('PUBLISH', ARGV[2], '1')
+return {0}
+"""
+
+# The data commands of a receive of up to 10 (same keys as lua/receive.lua), nothing else.
+MINIMAL_RECEIVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ids = redis.call('LPOP', KEYS[2], tonumber(ARGV[2]))
+if not ids then return {0} end
+local records = redis.call('HMGET', KEYS[5], unpack(ids))
+redis.call('HMGET', KEYS[6], unpack(ids))
+local state = ARGV[4] .. '|1|' .. now .. '|' .. now
+local expiry = now + 30000
+local states, inflight, reply = {}, {}, {0}
+for i = 1, #ids do
+  states[2 * i - 1], states[2 * i] = ids[i], state
+  inflight[2 * i - 1], inflight[2 * i] = expiry, ids[i]
+  reply[2 * i], reply[2 * i + 1] = ids[i], records[i]
+end
+redis.call('HSET', KEYS[6], unpack(states))
+redis.call('ZADD', KEYS[3], unpack(inflight))
+redis.call('HINCRBY', KEYS[7], 'received', #ids)
+return reply
+"""
+
+# The data commands of a delete of up to 10 (same keys as lua/delete.lua), nothing else.
+MINIMAL_DELETE = """
+local ids = {}
+for i = 1, tonumber(ARGV[3]) do ids[i] = ARGV[2 * i + 2] end
+redis.call('HMGET', KEYS[4], unpack(ids))
+redis.call('ZREM', KEYS[2], unpack(ids))
+redis.call('HDEL', KEYS[3], unpack(ids))
+redis.call('HDEL', KEYS[4], unpack(ids))
+redis.call('HINCRBY', KEYS[5], 'deleted', #ids)
+return {0}
+"""
+
+# The same, with the receive state kept in the in-flight entry's member ("<id>|<state>") and no
+# state hash: the floor of a layout smq does not use. The reply gives each member for the delete.
+MINIMAL_MEMBER_RECEIVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ids = redis.call('LPOP', KEYS[2], tonumber(ARGV[2]))
+if not ids then return {0} end
+local records = redis.call('HMGET', KEYS[5], unpack(ids))
+local state = '|' .. ARGV[4] .. '|1|' .. now .. '|' .. now
+local expiry = now + 30000
+local inflight, reply = {}, {0}
+for i = 1, #ids do
+  local member = ids[i] .. state
+  inflight[2 * i - 1], inflight[2 * i] = expiry, member
+  reply[3 * i - 1], reply[3 * i], reply[3 * i + 1] = ids[i], member, records[i]
+end
+redis.call('ZADD', KEYS[3], unpack(inflight))
+redis.call('HINCRBY', KEYS[7], 'received', #ids)
+return reply
+"""
+
+MINIMAL_MEMBER_DELETE = """
+local ids, members = {}, {}
+for i = 1, tonumber(ARGV[3]) do ids[i], members[i] = ARGV[2 * i + 2], ARGV[2 * i + 3] end
+redis.call('ZREM', KEYS[2], unpack(members))
+redis.call('HDEL', KEYS[3], unpack(ids))
+redis.call('HINCRBY', KEYS[5], 'deleted', #ids)
+return {0}
+"""
+
+Variant = tuple[str, str, str, tuple[int, int, int]]
+"""Send, receive and delete scripts, and where a receive reply's messages are (see ``drain``)."""
+
+# Commands a script may run: their time is inside EVALSHA's.
+_NOT_INSIDE = ("cmdstat_evalsha", "cmdstat_config|resetstat", "cmdstat_script|load", "cmdstat_info")
+
+
+def script_times(admin: redis.Redis) -> tuple[float, float]:
+    """(µs in EVALSHA, µs inside the commands scripts called) since the last reset."""
+    stats = admin.info("commandstats")
+    evalsha = float(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+    inside = sum(float(v["usec"]) for name, v in stats.items() if name not in _NOT_INSIDE)
+    return evalsha, inside
+
+
+def price_list(admin: redis.Redis, calls: int) -> dict[str, float]:
+    """µs per EVALSHA of each script of PRICE_LIST."""
+    admin.delete("bench-prices")
+    admin.hset("bench-prices", mapping={f"f{i}": "x" * 40 for i in range(10)})
+    prices: dict[str, float] = {}
+    for name, body in PRICE_LIST.items():
+        sha = admin.script_load(body)
+        admin.config_resetstat()
+        pipe = admin.pipeline(transaction=False)
+        for _ in range(calls):
+            pipe.evalsha(sha, 1, "bench-prices")
+        pipe.execute()
+        prices[name] = script_times(admin)[0] / calls
+    return prices
+
+
+def send_all(admin: redis.Redis, queue: smq.Queue, send: str, count: int) -> int:
+    """Send ``count`` messages by batches of 10 with this send script; returns the calls."""
+    sha = admin.script_load(send)
+    keys = [getattr(queue.keys, kind) for kind in sources()["send"].key_kinds]
+    payload = encode_payload(BODY.encode(), {})
+    pipe = admin.pipeline(transaction=False)
+    calls = 0
+    for start in range(0, count, 10):
+        ids = new_ids(min(10, count - start))
+        args: list[Any] = ["", queue.keys.wake_channel, len(ids)]
+        for stored, _ in ids:
+            args += [stored, -1, len(BODY), payload, ""]
+        pipe.evalsha(sha, len(keys), *keys, *args)
+        calls += 1
+        if calls % 100 == 0:
+            check_replies(pipe.execute())
+    check_replies(pipe.execute())
+    return calls
+
+
+def check_replies(replies: list[Any]) -> None:
+    for reply in replies:
+        if reply[0] != 0:
+            raise RuntimeError(f"send failed: {reply}")
+
+
+def drain(admin: redis.Redis, client: smq.Client, variant: Variant, count: int) -> dict[str, float]:
+    """Send ``count`` messages, then drain them by receive/delete pairs: µs per send and per pair.
+
+    ``layout``: where the receive's reply has its first message id, how many fields a message
+    takes, and where after its id the second delete argument is (0: the receive's token).
+    """
+    send, receive, delete, layout = variant
+    client.delete_queue("bench-scripts")
+    queue = client.create_queue("bench-scripts", visibility_timeout=30)
+    keys = queue.keys
+    admin.config_resetstat()
+    sends = send_all(admin, queue, send, count)
+    send_evalsha, send_inside = script_times(admin)
+    all_sources = sources()
+    receive_keys = [getattr(keys, kind) for kind in all_sources["receive"].key_kinds]
+    delete_keys = [getattr(keys, kind) for kind in all_sources["delete"].key_kinds]
+    receive_sha, delete_sha = admin.script_load(receive), admin.script_load(delete)
+    admin.config_resetstat()
+    done: list[Any] = []
+    pairs = 0
+    received = 0
+    while received < count:
+        token = secrets.token_urlsafe(12)
+        pipe = admin.pipeline(transaction=False)
+        if done:
+            delete_args = ["", keys.wake_channel, len(done) // 2, *done]
+            pipe.evalsha(delete_sha, len(delete_keys), *delete_keys, *delete_args)
+        pipe.evalsha(receive_sha, len(receive_keys), *receive_keys, "", 10, -1, token, queue.name)
+        replies = pipe.execute()
+        if done and replies[0][0] != 0:
+            raise RuntimeError(f"delete failed: {replies[0]}")
+        reply = replies[-1]
+        if reply[0] != 0:
+            raise RuntimeError(f"receive failed: {reply}")
+        first, stride, second = layout
+        done = []
+        for i in range(first, len(reply), stride):
+            done += [reply[i], reply[i + second] if second else token]
+        received += len(done) // 2
+        pairs += 1
+    evalsha, inside = script_times(admin)
+    left = queue.attributes().visible
+    if left:
+        raise RuntimeError(f"{left} messages left in the queue")
+    return {
+        "send": send_evalsha / sends,
+        "send_inside": send_inside / sends,
+        "evalsha": evalsha / pairs,
+        "inside": inside / pairs,
+        "outside": (evalsha - inside) / pairs,
+    }
+
+
+def in_flight_memory(admin: redis.Redis, count: int) -> dict[str, float]:
+    """Bytes per in-flight message of the state hash + in-flight set, against the state in the member."""
+    ids = [base64.urlsafe_b64encode(os.urandom(15)).decode().replace("_", "-") for _ in range(count)]
+    token = secrets.token_urlsafe(12)
+    now = int(time.time() * 1000)
+    state = f"{token}|1|{now}|{now}"
+    layouts = ("inflight + state (smq)", "state in the member")
+    result = {}
+    for name in layouts:
+        admin.delete("bench-inflight", "bench-state")
+        before = int(admin.info("memory")["used_memory"])
+        pipe = admin.pipeline(transaction=False)
+        for i, id_ in enumerate(ids):
+            if name == layouts[0]:
+                pipe.zadd("bench-inflight", {id_: now + i})
+                pipe.hset("bench-state", id_, state)
+            else:
+                pipe.zadd("bench-inflight", {f"{id_}|{state}": now + i})
+            if i % 1000 == 999:
+                pipe.execute()
+        pipe.execute()
+        result[name] = (int(admin.info("memory")["used_memory"]) - before) / count
+    admin.delete("bench-inflight", "bench-state")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=20000, help="messages drained per variant and round")
+    parser.add_argument("--calls", type=int, default=5000, help="EVALSHA per script of the price list")
+    parser.add_argument("--memory-n", type=int, default=200000)
+    parser.add_argument("--repeat", type=int, default=5, help="rounds; medians reported")
+    parser.add_argument("--redis-server", default=None)
+    parser.add_argument("--output", type=Path, default=RESULTS / "scripts.json")
+    args = parser.parse_args(argv)
+
+    own = sources()
+    variants: dict[str, Variant] = {
+        "smq": (own["send"].text, own["receive"].text, own["delete"].text, (5, 4, 0)),
+        "minimal": (MINIMAL_SEND, MINIMAL_RECEIVE, MINIMAL_DELETE, (1, 2, 0)),
+        "minimal, state in the member": (
+            MINIMAL_SEND,
+            MINIMAL_MEMBER_RECEIVE,
+            MINIMAL_MEMBER_DELETE,
+            (1, 3, 1),
+        ),
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        server = EmbeddedRedis(Path(folder) / "redis", server=args.redis_server)
+        server.start()
+        try:
+            rounds, memory, version = run(server, variants, args)
+        finally:
+            server.stop()
+    report(rounds, memory, version, variants, args)
+    return 0
+
+
+def run(
+    server: EmbeddedRedis, variants: dict[str, Variant], args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], dict[str, float], str]:
+    """Every round of the price list and the pairs, then the memory part."""
+    admin = redis.Redis.from_url(server.url)
+    admin.config_set("appendonly", "no")
+    admin.config_set("lazyfree-lazy-user-del", "no")  # memory freed by DEL shows at once
+    info = admin.info("server")
+    version = str(info.get("valkey_version") or info["redis_version"])
+    client = smq.Client(server.url)
+    rounds: list[dict[str, Any]] = []
+    try:
+        for n in range(args.repeat):
+            one: dict[str, Any] = {"prices": price_list(admin, args.calls)}
+            for name, variant in variants.items():
+                one[name] = drain(admin, client, variant, args.messages)
+            rounds.append(one)
+            pairs = ", ".join(f"{name} {one[name]['evalsha']:.1f}" for name in variants)
+            print(f"round {n + 1}, µs in EVALSHA a pair: {pairs}")
+        return rounds, in_flight_memory(admin, args.memory_n), version
+    finally:
+        client.close()
+
+
+def report(
+    rounds: list[dict[str, Any]],
+    memory: dict[str, float],
+    version: str,
+    variants: dict[str, Any],
+    args: argparse.Namespace,
+) -> None:
+    """Print the tables and write the JSON."""
+
+    def median(path: tuple[str, str]) -> float:
+        return float(statistics.median(r[path[0]][path[1]] for r in rounds))
+
+    print(f"\nserver: {version}, medians of {args.repeat}")
+    print("\n| script | µs per EVALSHA |\n|---|---:|")
+    for name in PRICE_LIST:
+        print(f"| {name} | {median(('prices', name)):.2f} |")
+    print(
+        "\n| scripts | send 10: in EVALSHA, µs | of it in commands "
+        "| receive 10 + delete 10: in EVALSHA | of it in commands | a message's life, µs |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in variants:
+        values = [median((name, part)) for part in ("send", "send_inside", "evalsha", "inside")]
+        life = (values[0] + values[2]) / 10
+        print(f"| {name} | " + " | ".join(f"{v:.1f}" for v in values) + f" | {life:.1f} |")
+    print("\n| in-flight bookkeeping | bytes per message |\n|---|---:|")
+    for name, size in memory.items():
+        print(f"| {name} | {size:.1f} |")
+    args.output.write_text(
+        json.dumps(
+            {
+                "server": version,
+                "messages": args.messages,
+                "repeat": args.repeat,
+                "load_average": os.getloadavg(),
+                "rounds": rounds,
+                "memory": memory,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"\nraw results: {args.output}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
