@@ -5,8 +5,9 @@ scripts, not the disk):
 
 - ``calls``: the price list of Lua in this server. ``EVALSHA`` of scripts
   that do nothing, one ``redis.call``, ten of them, ten ``HMGET`` of ten
-  fields, and 1,000 concatenations of a number (Lua formats numbers with
-  ``sprintf``). Per ``EVALSHA``, from ``INFO commandstats``.
+  fields, 1,000 concatenations of a number (Lua formats numbers with
+  ``sprintf``), and nothing after the helpers smq splices in front of its
+  receive script. Per ``EVALSHA``, from ``INFO commandstats``.
 - ``life``: ``--messages`` messages sent by batches of 10, then drained by a
   consumer's receive of 10 and delete of 10, as ``delete_and_receive`` sends them
   (the delete of batch k and the receive of batch k+1 in one write). Once with
@@ -63,6 +64,7 @@ PRICE_LIST = {
     + ") end return 1",
     "1,000 number concatenations": "local s for i = 1, 1000 do s = 'a' .. i end return 1",
 }
+NOTHING_AFTER_HELPERS = "nothing, after receive's helpers"
 
 # The data commands of a send of up to 10 (same keys and arguments as lua/send.lua), nothing else.
 MINIMAL_SEND = """
@@ -162,11 +164,13 @@ def script_times(admin: redis.Redis) -> tuple[float, float]:
 
 
 def price_list(admin: redis.Redis, calls: int) -> dict[str, float]:
-    """µs per EVALSHA of each script of PRICE_LIST."""
+    """µs per EVALSHA of each script of PRICE_LIST, and of nothing after receive's helpers."""
     admin.delete("bench-prices")
     admin.hset("bench-prices", mapping={f"f{i}": "x" * 40 for i in range(10)})
+    receive = sources()["receive"].text
+    helpers = receive[: receive.index("\n-- receive:")]  # the includes spliced in front of it
     prices: dict[str, float] = {}
-    for name, body in PRICE_LIST.items():
+    for name, body in {**PRICE_LIST, NOTHING_AFTER_HELPERS: helpers + "\nreturn 1"}.items():
         sha = admin.script_load(body)
         admin.config_resetstat()
         pipe = admin.pipeline(transaction=False)
@@ -352,7 +356,7 @@ def report(
 
     print(f"\nserver: {version}, medians of {args.repeat}")
     print("\n| script | µs per EVALSHA |\n|---|---:|")
-    for name in PRICE_LIST:
+    for name in [*PRICE_LIST, NOTHING_AFTER_HELPERS]:
         print(f"| {name} | {median(('prices', name)):.2f} |")
     print(
         "\n| scripts | send 10: in EVALSHA, µs | of it in commands "

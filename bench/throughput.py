@@ -22,6 +22,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import secrets
 import statistics
 import sys
 import tempfile
@@ -32,19 +33,26 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import redis
+import scripts as floor
 from _harness import await_events, join_or_end, reset
 from _versions import versions
 
 import smq
+from smq._ids import new_ids
+from smq._keys import QueueKeys
+from smq._message import encode_payload
+from smq._scripts import sources
 from smq.embedded import EmbeddedRedis, free_port
 
 SYSTEMS = ("smq", "smq-separate", "rsmq", "kombu", "streams")
+ON_REQUEST = ("lua-floor",)  # run only when named in --systems
 LABELS = {
     "smq": "smq",
     "smq-separate": "smq (separate calls)",
     "rsmq": "PyRSMQ",
     "kombu": "kombu",
     "streams": "Streams",
+    "lua-floor": "Lua floor",
 }
 BODY_BYTES = 100
 BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
@@ -366,6 +374,74 @@ class StreamsDriver:
             connection.delete(name)
 
 
+# -- a Lua floor: smq's layout with no semantics -------------------------------------------
+
+
+class LuaFloorDriver:
+    """The least a Lua queue on smq's layout can do: bench/scripts.py's minimal scripts, which
+    run only the data commands of smq's send, receive and delete (no checks, no reclaim of
+    timeouts, no delays, no retention, no dead letters, no long poll: an empty receive sleeps
+    1 ms). Not a queue anyone should use; a floor for what scripts on this layout cost.
+
+    Driven as smq is: a send of n is one script call; a consume is the delete of the last
+    batch and the receive of the next, two script calls in one write.
+    """
+
+    def __init__(self, address: str, name: str, batch: int) -> None:
+        self.redis = redis.Redis(**redis_address(address))
+        self.keys = QueueKeys.of(name)
+        self.batch = batch
+        own = sources()
+        self.key_lists = {
+            script: [self.keys.by_kind(kind) for kind in own[script].key_kinds]
+            for script in ("send", "receive", "delete")
+        }
+        self.shas = {
+            "send": self.redis.script_load(floor.MINIMAL_SEND),
+            "receive": self.redis.script_load(floor.MINIMAL_RECEIVE),
+            "delete": self.redis.script_load(floor.MINIMAL_DELETE),
+        }
+        self.payload = encode_payload(BODY.encode(), {})
+        self.done: list[Any] = []
+
+    def _call(self, pipe: Any, script: str, *args: Any) -> None:
+        keys = self.key_lists[script]
+        pipe.evalsha(self.shas[script], len(keys), *keys, *args)
+
+    def send(self) -> int:
+        args: list[Any] = ["", self.keys.wake_channel, self.batch]
+        for stored, _ in new_ids(self.batch):
+            args += [stored, -1, len(BODY), self.payload, ""]
+        with self.redis.pipeline(transaction=False) as pipe:
+            self._call(pipe, "send", *args)
+            pipe.execute()
+        return self.batch
+
+    def consume(self) -> int:
+        deleted = len(self.done) // 2
+        token = secrets.token_urlsafe(12)
+        with self.redis.pipeline(transaction=False) as pipe:
+            if self.done:
+                self._call(pipe, "delete", "", self.keys.wake_channel, deleted, *self.done)
+            self._call(pipe, "receive", "", self.batch, -1, token, self.keys.name)
+            reply = pipe.execute()[-1]
+        self.done = []
+        for i in range(1, len(reply), 2):
+            self.done += [reply[i], token]
+        if not self.done:
+            time.sleep(0.001)
+        return deleted
+
+    def close(self) -> int:
+        deleted = len(self.done) // 2
+        if self.done:
+            with self.redis.pipeline(transaction=False) as pipe:
+                self._call(pipe, "delete", "", self.keys.wake_channel, deleted, *self.done)
+                pipe.execute()
+        self.redis.close()
+        return deleted
+
+
 def make_driver(system: str, address: str, name: str, batch: int, role: str) -> Driver:
     if system in ("smq", "smq-separate"):
         return SmqDriver(address, name, batch, separate=system == "smq-separate")
@@ -373,6 +449,8 @@ def make_driver(system: str, address: str, name: str, batch: int, role: str) -> 
         return RsmqDriver(address, name, batch)
     if system == "streams":
         return StreamsDriver(address, name, batch, role)
+    if system == "lua-floor":
+        return LuaFloorDriver(address, name, batch)
     return KombuDriver(address, name, batch, role)
 
 
@@ -382,6 +460,7 @@ ADMIN: dict[str, Any] = {
     "rsmq": RsmqDriver,
     "kombu": KombuDriver,
     "streams": StreamsDriver,
+    "lua-floor": SmqDriver,  # smq's keys: created, counted and deleted as smq's
 }
 
 
@@ -578,7 +657,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--warmup", type=float, default=0.5, help="seconds run before the window (default 0.5)"
     )
     parser.add_argument(
-        "--systems", default=",".join(SYSTEMS), help="comma list of smq,smq-separate,rsmq,kombu,streams"
+        "--systems",
+        default=",".join(SYSTEMS),
+        help="comma list of smq,smq-separate,rsmq,kombu,streams (default: all), and lua-floor",
     )
     parser.add_argument("--batches", default="1,10", help="comma list of batch sizes, 1-10 (default 1,10)")
     parser.add_argument("--layouts", default="1x1,2x2", help="PxC producers x consumers (default 1x1,2x2)")
@@ -603,9 +684,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.systems = _csv(args.systems)
     args.batches = [int(b) for b in _csv(args.batches)]
     args.layouts = _csv(args.layouts)
-    unknown = sorted(set(args.systems) - set(SYSTEMS))
+    unknown = sorted(set(args.systems) - set(SYSTEMS) - set(ON_REQUEST))
     if unknown or not args.systems:
-        parser.error(f"--systems: unknown {unknown}; choose from {','.join(SYSTEMS)}")
+        parser.error(f"--systems: unknown {unknown}; choose from {','.join(SYSTEMS + ON_REQUEST)}")
     if any(not 1 <= b <= 10 for b in args.batches):
         parser.error("--batches: each batch size must be 1 to 10")
     for layout in args.layouts:
