@@ -25,6 +25,7 @@ from . import _wire
 from ._access_log import AccessLog
 from ._actions import ACTIONS
 from ._authorize import Policies, after, authorize
+from ._console import Console
 from ._context import Context, ServerConfig
 from ._errors import SqsError, from_core
 from ._guard import ConnectionGuard, raise_file_limit
@@ -382,6 +383,7 @@ def make_app(service: Service, guard: ConnectionGuard | None = None) -> web.Appl
     app.router.add_get("/health", service.health)
     app.router.add_get("/ready", service.ready)
     app.router.add_get("/metrics", service.metrics_page)
+    Console(service).add_routes(app.router)
     app.router.add_route("POST", "/{tail:.*}", service.handle)
     app.router.add_route("GET", "/{tail:.*}", service.handle)
     return app

@@ -1,0 +1,184 @@
+"""The web console served by ``smq serve`` under ``/console``: sign-in, sign-out, the queue table.
+
+It reads through the same actions as the API, with the signed-in access key as the sender, so
+a key sees in the console exactly the queues its API calls would (its account's, in the
+server's region). Every form that changes something carries the session's CSRF token, and a
+POST from another origin is refused before anything else.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from .._errors import SmqError
+from ._actions import ACTIONS
+from ._authorize import authorize
+from ._console_pages import STYLE, QueueRow, queues_page, sign_in_page
+from ._console_sessions import COOKIE, SESSION_SECONDS, Session, Sessions
+from ._context import Context
+from ._errors import SqsError, from_core
+
+if TYPE_CHECKING:
+    from ._app import Service
+
+TABLE_ROWS = 100  # queues in one table; a prefix narrows it
+_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+class Console:
+    """Request handlers of the console of one ``smq serve``."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.sessions = Sessions(service.config.access_keys)
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_get("/console", self.queues)
+        router.add_get("/console/", self.queues)
+        router.add_get("/console/style.css", self.style)
+        router.add_get("/console/sign-in", self.sign_in_form)
+        router.add_post("/console/sign-in", self.sign_in)
+        router.add_post("/console/sign-out", self.sign_out)
+
+    async def style(self, request: web.Request) -> web.Response:
+        return web.Response(text=STYLE, content_type="text/css", headers={"Cache-Control": "max-age=300"})
+
+    async def sign_in_form(self, request: web.Request) -> web.Response:
+        if not self.sessions.signs_in:
+            raise web.HTTPSeeOther("/console")
+        return _html(sign_in_page())
+
+    async def sign_in(self, request: web.Request) -> web.Response:
+        _check_origin(request)
+        if not self.sessions.signs_in:
+            raise web.HTTPSeeOther("/console")
+        form = await request.post()
+        key_id, secret = str(form.get("key_id", "")).strip(), str(form.get("secret", ""))
+        cookie = self.sessions.sign_in(key_id, secret)
+        if cookie is None:
+            return _html(sign_in_page("The access key id or the secret is not right."), status=401)
+        response = web.HTTPSeeOther("/console")
+        _set_cookie(response, request, cookie)
+        raise response
+
+    async def sign_out(self, request: web.Request) -> web.Response:
+        _check_origin(request)
+        session = self.sessions.session(request.cookies.get(COOKIE))
+        form = await request.post()
+        if session is None or not self.sessions.check_csrf(session, str(form.get("csrf", ""))):
+            raise web.HTTPForbidden(text="The form has expired: load the page again.")
+        response = web.HTTPSeeOther("/console/sign-in" if self.sessions.signs_in else "/console")
+        response.del_cookie(COOKIE, path="/console")
+        raise response
+
+    async def queues(self, request: web.Request) -> web.Response:
+        session, cookie = self._session(request)
+        prefix = request.query.get("prefix", "").strip()
+        context = self._context(request, session)
+        params: dict[str, Any] = {"QueueNamePrefix": prefix, "MaxResults": TABLE_ROWS + 1}
+        try:
+            listed = await self._act(context, "ListQueues", params)
+            urls = listed.get("QueueUrls", [])
+            rows = [await self._row(context, url) for url in urls[:TABLE_ROWS]]
+        except SqsError as error:
+            raise web.HTTPBadRequest(text=f"{error.code}: {error.message}") from None
+        who = f"signed in as {session.key_id}" if session.key_id else "no access keys: open to this host"
+        page = queues_page(
+            [row for row in rows if row is not None],
+            prefix,
+            who,
+            self.sessions.csrf_token(session),
+            more=len(urls) > TABLE_ROWS,
+            signs_out=self.sessions.signs_in,
+        )
+        response = _html(page)
+        if cookie is not None:
+            _set_cookie(response, request, cookie)
+        return response
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _session(self, request: web.Request) -> tuple[Session, str | None]:
+        """The request's session, and a cookie to set when a server without keys made a new one."""
+        session = self.sessions.session(request.cookies.get(COOKIE))
+        if session is not None:
+            return session, None
+        if self.sessions.signs_in:
+            raise web.HTTPSeeOther("/console/sign-in")
+        cookie = self.sessions.anonymous()
+        made = self.sessions.session(cookie)
+        assert made is not None
+        return made, cookie
+
+    def _context(self, request: web.Request, session: Session) -> Context:
+        service = self.service
+        return Context(
+            client=service.client,
+            config=service.config,
+            call=service.call,
+            drive=service.drive,
+            polls=service.polls,  # type: ignore[arg-type]
+            base_url=service._base_url(request),
+            sender=session.key_id,
+            kick_move_tasks=service.kick_move_tasks,
+            secure=request.secure,
+        )
+
+    async def _act(self, context: Context, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Run an API action as the session's access key, with the API's authorization."""
+        try:
+            await authorize(context, self.service.policies, action, params)
+            result: dict[str, Any] = await ACTIONS[action](context, params)
+            return result
+        except SmqError as error:
+            raise from_core(error) from None
+
+    async def _row(self, context: Context, url: str) -> QueueRow | None:
+        """The table line of the queue at ``url``; None if it went away meanwhile."""
+        params = {"QueueUrl": url}
+        try:
+            await authorize(context, self.service.policies, "GetQueueAttributes", params)
+            info = await context.drive(context.queue(params)._attributes_steps())
+        except SqsError as error:
+            if error.code in ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"):
+                return None
+            raise
+        except SmqError as error:
+            mapped = from_core(error)
+            if mapped.code in ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"):
+                return None
+            raise mapped from None
+        age = None if info.oldest_age is None else int(info.oldest_age)
+        return QueueRow(url.rsplit("/", 1)[-1], info.visible, info.in_flight, info.delayed, age)
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/html", headers=_HEADERS)
+
+
+def _set_cookie(response: web.StreamResponse, request: web.Request, cookie: str) -> None:
+    response.set_cookie(
+        COOKIE,
+        cookie,
+        max_age=SESSION_SECONDS,
+        expires=time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + SESSION_SECONDS)),
+        path="/console",
+        httponly=True,
+        samesite="Strict",
+        secure=request.secure,
+    )
+
+
+def _check_origin(request: web.Request) -> None:
+    """Refuse a POST that a page of another origin sent (browsers name the origin of a form)."""
+    origin = request.headers.get("Origin")
+    if origin is not None and origin != f"{request.scheme}://{request.host}":
+        raise web.HTTPForbidden(text="A change must come from the console's own pages.")

@@ -1,0 +1,190 @@
+"""The web console of a real `smq serve` on a real Redis, over real HTTP: sign-in, sessions,
+CSRF, and the queue table (what a key's API calls would see, nothing more)."""
+
+from __future__ import annotations
+
+import http.client
+import re
+import time
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import smq
+from http_support import KEY_ID, SECRET, Server
+from smq.embedded import EmbeddedRedis
+from smq.server._console_sessions import COOKIE, Sessions
+
+OTHER_KEY, OTHER_SECRET = "AKIDOTHERTENANT", "other-secret"
+
+
+class Browser:
+    """A client that keeps the console's cookie and does not follow redirects."""
+
+    def __init__(self, url: str) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
+        self.cookie = ""
+
+    def request(self, method: str, path: str, form: dict[str, str] | None = None, **headers: str) -> Any:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        body = urllib.parse.urlencode(form) if form is not None else None
+        sent = dict(headers)
+        if body is not None:
+            sent["Content-Type"] = "application/x-www-form-urlencoded"
+        if self.cookie:
+            sent["Cookie"] = f"{COOKIE}={self.cookie}"
+        connection.request(method, path, body=body, headers=sent)
+        response = connection.getresponse()
+        response.text = response.read().decode()
+        for header in response.headers.get_all("Set-Cookie") or []:
+            if header.startswith(f"{COOKIE}="):
+                self.cookie = header.split(";", 1)[0].split("=", 1)[1].strip('"')
+        connection.close()
+        return response
+
+    def csrf(self) -> str:
+        page = self.request("GET", "/console").text
+        match = re.search(r'name=csrf value="([^"]+)"', page)
+        assert match, page
+        return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, smq.Client]]:
+    """`smq serve` with two access keys, the second in another account (a tenant)."""
+    with EmbeddedRedis(tmp_path_factory.mktemp("console-redis")) as redis:
+        server = Server(
+            redis.url,
+            "--access-key",
+            f"{KEY_ID}:{SECRET}",
+            "--access-key",
+            f"{OTHER_KEY}:{OTHER_SECRET}:111111111111",
+        )
+        client = smq.Client(redis.url)
+        try:
+            yield server, client
+        finally:
+            client.close()
+            server.stop()
+
+
+@pytest.fixture
+def console(keyed: tuple[Server, smq.Client]) -> tuple[Browser, smq.Client]:
+    server, client = keyed
+    for name in client.list_queues():
+        client.delete_queue(name)
+    return Browser(server.url), client
+
+
+def sign_in(browser: Browser, key_id: str = KEY_ID, secret: str = SECRET) -> Any:
+    return browser.request("POST", "/console/sign-in", {"key_id": key_id, "secret": secret})
+
+
+def test_without_a_session_the_console_asks_to_sign_in(console: tuple[Browser, smq.Client]) -> None:
+    browser, _ = console
+    response = browser.request("GET", "/console")
+    assert response.status == 303
+    assert response.headers["Location"] == "/console/sign-in"
+    form = browser.request("GET", "/console/sign-in")
+    assert form.status == 200
+    assert "type=password" in form.text and "default-src 'self'" in form.headers["Content-Security-Policy"]
+
+
+def test_a_wrong_secret_or_unknown_key_gets_no_session(console: tuple[Browser, smq.Client]) -> None:
+    browser, _ = console
+    for key_id, secret in ((KEY_ID, "wrong"), ("AKIDNOBODY", SECRET), (KEY_ID, "")):
+        response = sign_in(browser, key_id, secret)
+        assert response.status == 401
+        assert "not right" in response.text
+        assert browser.cookie == ""
+    assert browser.request("GET", "/console").status == 303
+
+
+def test_sign_in_sets_a_strict_http_only_cookie_and_shows_the_queues(
+    console: tuple[Browser, smq.Client],
+) -> None:
+    browser, client = console
+    queue = client.create_queue("orders")
+    queue.send_batch([smq.SendEntry(str(i), "x") for i in range(3)])
+    queue.receive(1)
+    client.create_queue("billing.fifo")
+    response = sign_in(browser)
+    assert response.status == 303 and response.headers["Location"] == "/console"
+    cookie_header = response.headers["Set-Cookie"]
+    for attribute in ("HttpOnly", "SameSite=Strict", "Path=/console", "Max-Age="):
+        assert attribute in cookie_header
+    page = browser.request("GET", "/console")
+    assert page.status == 200
+    assert f"signed in as {KEY_ID}" in page.text
+    row = re.search(r"<tr><td>orders</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>", page.text)
+    assert row is not None and row.groups() == ("2", "1", "0")
+    assert "<td>billing.fifo</td>" in page.text
+    filtered = browser.request("GET", "/console?prefix=bil")
+    assert "<td>billing.fifo</td>" in filtered.text and "<td>orders</td>" not in filtered.text
+
+
+def test_a_tenant_sees_only_its_own_account_s_queues(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    client.create_queue("orders")  # the server's own account
+    assert sign_in(browser, OTHER_KEY, OTHER_SECRET).status == 303
+    page = browser.request("GET", "/console")
+    assert page.status == 200 and "<td>orders</td>" not in page.text and "No queue" in page.text
+
+
+def test_an_altered_or_expired_cookie_is_refused() -> None:
+    now = [1_000_000.0]
+    sessions = Sessions({KEY_ID: SECRET}, now=lambda: now[0])
+    cookie = sessions.sign_in(KEY_ID, SECRET)
+    assert cookie is not None and sessions.session(cookie) is not None
+    version, key, expires, nonce, mac = cookie.split(".")
+    longer = f"{version}.{key}.{int(expires) + 3600}.{nonce}.{mac}"
+    assert sessions.session(longer) is None
+    assert sessions.session(cookie[:-2] + ("A" if cookie[-2] != "A" else "B") + cookie[-1]) is None
+    assert sessions.session("garbage") is None
+    now[0] += 8 * 3600 + 1
+    assert sessions.session(cookie) is None
+    # A session ends when its key goes (or its secret changes).
+    fresh = Sessions({KEY_ID: SECRET}).sign_in(KEY_ID, SECRET)
+    assert Sessions({KEY_ID: "rotated"}).session(fresh) is None
+    assert Sessions({"AKIDELSE": SECRET}).session(fresh) is None
+
+
+def test_sign_out_needs_the_csrf_token_and_ends_the_session(console: tuple[Browser, smq.Client]) -> None:
+    browser, _ = console
+    sign_in(browser)
+    token = browser.csrf()
+    refused = browser.request("POST", "/console/sign-out", {"csrf": "not-the-token"})
+    assert refused.status == 403
+    assert browser.request("GET", "/console").status == 200  # still signed in
+    other_origin = browser.request("POST", "/console/sign-out", {"csrf": token}, Origin="http://evil.example")
+    assert other_origin.status == 403
+    assert browser.request("GET", "/console").status == 200
+    response = browser.request("POST", "/console/sign-out", {"csrf": token})
+    assert response.status == 303 and response.headers["Location"] == "/console/sign-in"
+    assert browser.cookie == ""
+    assert browser.request("GET", "/console").status == 303
+
+
+def test_a_queue_name_is_shown_escaped(console: tuple[Browser, smq.Client]) -> None:
+    # SQS names cannot hold markup; a prefix typed by the user can, and must come back inert.
+    browser, _ = console
+    sign_in(browser)
+    page = browser.request("GET", "/console?prefix=" + urllib.parse.quote('"><script>x</script>'))
+    assert "<script>x" not in page.text
+
+
+def test_without_keys_the_console_is_open_but_changes_still_need_the_token(
+    sqs_server: Any, core: smq.Client
+) -> None:
+    core.create_queue("open-queue")
+    browser = Browser(sqs_server.url)
+    page = browser.request("GET", "/console")
+    assert page.status == 200 and "<td>open-queue</td>" in page.text
+    assert browser.cookie  # an anonymous session, for the CSRF token of later forms
+    assert browser.request("GET", "/console/sign-in").status == 303
+    started = time.monotonic()
+    assert browser.request("POST", "/console/sign-out", {"csrf": "forged"}).status == 403
+    assert time.monotonic() - started < 5
