@@ -119,7 +119,8 @@ def test_sign_in_sets_a_strict_http_only_cookie_and_shows_the_queues(
     page = browser.request("GET", "/console")
     assert page.status == 200
     assert f"signed in as {KEY_ID}" in page.text
-    row = re.search(r"<tr><td>orders</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>", page.text)
+    cells = r"<td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>"
+    row = re.search(r'<tr data-queue="orders"><td>orders</td>' + cells, page.text)
     assert row is not None and row.groups() == ("2", "1", "0")
     assert "<td>billing.fifo</td>" in page.text
     filtered = browser.request("GET", "/console?prefix=bil")

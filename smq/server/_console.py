@@ -8,6 +8,7 @@ POST from another origin is refused before anything else.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from aiohttp import web
 from .._errors import SmqError
 from ._actions import ACTIONS
 from ._authorize import authorize
-from ._console_pages import STYLE, QueueRow, queues_page, sign_in_page
+from ._console_pages import SCRIPT, STYLE, QueueRow, queues_page, sign_in_page
 from ._console_sessions import COOKIE, SESSION_SECONDS, Session, Sessions
 from ._context import Context
 from ._errors import SqsError, from_core
@@ -44,6 +45,8 @@ class Console:
         router.add_get("/console", self.queues)
         router.add_get("/console/", self.queues)
         router.add_get("/console/style.css", self.style)
+        router.add_get("/console/console.js", self.script)
+        router.add_get("/console/api/queues", self.queues_json)
         router.add_get("/console/sign-in", self.sign_in_form)
         router.add_post("/console/sign-in", self.sign_in)
         router.add_post("/console/sign-out", self.sign_out)
@@ -82,27 +85,31 @@ class Console:
     async def queues(self, request: web.Request) -> web.Response:
         session, cookie = self._session(request)
         prefix = request.query.get("prefix", "").strip()
-        context = self._context(request, session)
-        params: dict[str, Any] = {"QueueNamePrefix": prefix, "MaxResults": TABLE_ROWS + 1}
-        try:
-            listed = await self._act(context, "ListQueues", params)
-            urls = listed.get("QueueUrls", [])
-            rows = [await self._row(context, url) for url in urls[:TABLE_ROWS]]
-        except SqsError as error:
-            raise web.HTTPBadRequest(text=f"{error.code}: {error.message}") from None
+        rows, more = await self._rows(self._context(request, session), prefix)
         who = f"signed in as {session.key_id}" if session.key_id else "no access keys: open to this host"
         page = queues_page(
-            [row for row in rows if row is not None],
-            prefix,
-            who,
-            self.sessions.csrf_token(session),
-            more=len(urls) > TABLE_ROWS,
-            signs_out=self.sessions.signs_in,
+            rows, prefix, who, self.sessions.csrf_token(session), more=more, signs_out=self.sessions.signs_in
         )
         response = _html(page)
         if cookie is not None:
             _set_cookie(response, request, cookie)
         return response
+
+    async def queues_json(self, request: web.Request) -> web.Response:
+        """The queue table's lines as JSON, for the page to update itself."""
+        session = self.sessions.session(request.cookies.get(COOKIE))
+        if session is None:
+            return web.json_response({"error": "signed out"}, status=401, headers=_HEADERS)
+        prefix = request.query.get("prefix", "").strip()
+        rows, more = await self._rows(self._context(request, session), prefix)
+        return web.json_response(
+            {"queues": [dataclasses.asdict(row) for row in rows], "more": more}, headers=_HEADERS
+        )
+
+    async def script(self, request: web.Request) -> web.Response:
+        return web.Response(
+            text=SCRIPT, content_type="text/javascript", headers={"Cache-Control": "max-age=300"}
+        )
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -131,6 +138,17 @@ class Console:
             kick_move_tasks=service.kick_move_tasks,
             secure=request.secure,
         )
+
+    async def _rows(self, context: Context, prefix: str) -> tuple[list[QueueRow], bool]:
+        """The table's lines for ``prefix`` (at most TABLE_ROWS), and whether more queues match."""
+        params: dict[str, Any] = {"QueueNamePrefix": prefix, "MaxResults": TABLE_ROWS + 1}
+        try:
+            listed = await self._act(context, "ListQueues", params)
+            urls = listed.get("QueueUrls", [])
+            rows = [await self._row(context, url) for url in urls[:TABLE_ROWS]]
+        except SqsError as error:
+            raise web.HTTPBadRequest(text=f"{error.code}: {error.message}") from None
+        return [row for row in rows if row is not None], len(urls) > TABLE_ROWS
 
     async def _act(self, context: Context, action: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run an API action as the session's access key, with the API's authorization."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from urllib.parse import quote
 
 STYLE = """
 :root { color-scheme: light dark; font-family: system-ui, sans-serif; }
@@ -24,6 +25,41 @@ button { font: inherit; padding: .3rem .8rem; margin-top: .8rem; }
 """
 
 
+# Keeps the queue table current: every 2 s (while the page is shown) it reads the table's lines
+# as JSON and writes them in, as text (never as markup).
+SCRIPT = """
+"use strict";
+(function () {
+  const table = document.querySelector("table[data-live]");
+  if (!table) { return; }
+  const body = table.querySelector("tbody");
+  const status = document.getElementById("live");
+  const cell = (text) => { const td = document.createElement("td"); td.textContent = text; return td; };
+  async function refresh() {
+    if (document.hidden) { return; }
+    try {
+      const reply = await fetch(table.dataset.live, {credentials: "same-origin", cache: "no-store"});
+      if (reply.status === 401) { window.location.assign("/console/sign-in"); return; }
+      if (!reply.ok) { throw new Error(String(reply.status)); }
+      const data = await reply.json();
+      const rows = data.queues.map((q) => {
+        const tr = document.createElement("tr");
+        tr.dataset.queue = q.name;
+        tr.append(cell(q.name), cell(String(q.visible)), cell(String(q.in_flight)),
+          cell(String(q.delayed)), cell(q.oldest_age === null ? "" : q.oldest_age + " s"));
+        return tr;
+      });
+      body.replaceChildren(...rows);
+      status.textContent = "updated " + new Date().toLocaleTimeString();
+    } catch (error) {
+      status.textContent = "not updated: " + error.message;
+    }
+  }
+  setInterval(refresh, 2000);
+})();
+"""
+
+
 @dataclass(frozen=True)
 class QueueRow:
     """One line of the queue table."""
@@ -40,7 +76,8 @@ def _page(title: str, body: str) -> str:
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)} · smq</title>"
-        '<link rel=stylesheet href="/console/style.css"></head>'
+        '<link rel=stylesheet href="/console/style.css">'
+        "<script src=/console/console.js defer></script></head>"
         f"<body>{body}</body></html>\n"
     )
 
@@ -70,12 +107,15 @@ def queues_page(
         else ""
     )
     lines = "".join(
-        f"<tr><td>{escape(row.name)}</td><td>{row.visible}</td><td>{row.in_flight}</td>"
-        f"<td>{row.delayed}</td><td>{'' if row.oldest_age is None else f'{row.oldest_age} s'}</td></tr>"
+        f'<tr data-queue="{escape(row.name)}"><td>{escape(row.name)}</td>'
+        f"<td>{row.visible}</td><td>{row.in_flight}</td><td>{row.delayed}</td>"
+        f"<td>{'' if row.oldest_age is None else f'{row.oldest_age} s'}</td></tr>"
         for row in rows
     )
     table = (
-        "<table><caption class=muted>Approximate counts, as the API reports them</caption>"
+        f'<table data-live="/console/api/queues?prefix={escape(quote(prefix))}">'
+        "<caption class=muted>Approximate counts, as the API reports them: "
+        "<span id=live aria-live=polite></span></caption>"
         "<thead><tr><th scope=col>Queue</th><th scope=col>Visible</th><th scope=col>In flight</th>"
         "<th scope=col>Delayed</th><th scope=col>Oldest message</th></tr></thead>"
         f"<tbody>{lines}</tbody></table>"
