@@ -120,11 +120,13 @@ def test_sign_in_sets_a_strict_http_only_cookie_and_shows_the_queues(
     assert page.status == 200
     assert f"signed in as {KEY_ID}" in page.text
     cells = r"<td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>"
-    row = re.search(r'<tr data-queue="orders"><td>orders</td>' + cells, page.text)
+    row = re.search(
+        r'<tr data-queue="orders"><td><a href="/console/queues/orders">orders</a></td>' + cells, page.text
+    )
     assert row is not None and row.groups() == ("2", "1", "0")
-    assert "<td>billing.fifo</td>" in page.text
+    assert 'data-queue="billing.fifo"' in page.text
     filtered = browser.request("GET", "/console?prefix=bil")
-    assert "<td>billing.fifo</td>" in filtered.text and "<td>orders</td>" not in filtered.text
+    assert 'data-queue="billing.fifo"' in filtered.text and 'data-queue="orders"' not in filtered.text
 
 
 def test_a_tenant_sees_only_its_own_account_s_queues(console: tuple[Browser, smq.Client]) -> None:
@@ -132,7 +134,7 @@ def test_a_tenant_sees_only_its_own_account_s_queues(console: tuple[Browser, smq
     client.create_queue("orders")  # the server's own account
     assert sign_in(browser, OTHER_KEY, OTHER_SECRET).status == 303
     page = browser.request("GET", "/console")
-    assert page.status == 200 and "<td>orders</td>" not in page.text and "No queue" in page.text
+    assert page.status == 200 and 'data-queue="orders"' not in page.text and "No queue" in page.text
 
 
 def test_an_altered_or_expired_cookie_is_refused() -> None:
@@ -183,9 +185,120 @@ def test_without_keys_the_console_is_open_but_changes_still_need_the_token(
     core.create_queue("open-queue")
     browser = Browser(sqs_server.url)
     page = browser.request("GET", "/console")
-    assert page.status == 200 and "<td>open-queue</td>" in page.text
+    assert page.status == 200 and 'data-queue="open-queue"' in page.text
     assert browser.cookie  # an anonymous session, for the CSRF token of later forms
     assert browser.request("GET", "/console/sign-in").status == 303
     started = time.monotonic()
     assert browser.request("POST", "/console/sign-out", {"csrf": "forged"}).status == 403
     assert time.monotonic() - started < 5
+
+
+# -- the page of a queue --------------------------------------------------------------------------
+
+
+def form_of(page: str, action: str) -> dict[str, str]:
+    """The hidden fields of the form posting to ``action`` (its CSRF token, a receipt)."""
+    match = re.search(rf'<form method=post action="{re.escape(action)}"[^>]*>(.*?)</form>', page, re.S)
+    assert match, f"no form to {action}"
+    return dict(re.findall(r'<input type=hidden name=(\w+) value="([^"]*)"', match.group(1)))
+
+
+def test_the_queue_page_shows_counts_attributes_and_messages_escaped(
+    console: tuple[Browser, smq.Client],
+) -> None:
+    browser, client = console
+    queue = client.create_queue("orders", visibility_timeout=40)
+    queue.send("<b>bold</b> & more")
+    sign_in(browser)
+    page = browser.request("GET", "/console/queues/orders")
+    assert page.status == 200
+    assert "data-count=visible>1<" in page.text
+    assert 'name="VisibilityTimeout" value="40"' in page.text
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; more" in page.text and "<b>bold" not in page.text
+    counts = browser.request("GET", "/console/api/queue/orders")
+    assert counts.status == 200 and '"visible": 1' in counts.text
+    assert browser.request("GET", "/console/queues/no-such-queue").status == 404
+
+
+def test_send_from_the_form_and_not_without_the_token(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    queue = client.create_queue("orders")
+    sign_in(browser)
+    token = form_of(browser.request("GET", "/console/queues/orders").text, "/console/queues/orders/send")
+    refused = browser.request("POST", "/console/queues/orders/send", {"body": "forged", "csrf": "x"})
+    assert refused.status == 403 and queue.attributes().visible == 0
+    sent = browser.request("POST", "/console/queues/orders/send", {"body": "hello", "delay": "", **token})
+    assert sent.status == 303 and sent.headers["Location"] == "/console/queues/orders?done=sent"
+    (message,) = queue.receive(1)
+    assert message.body == "hello"
+    bad = browser.request("POST", "/console/queues/orders/send", {"body": "x", "delay": "999", **token})
+    assert bad.status == 400 and "DelaySeconds" in bad.text
+
+
+def test_release_and_delete_a_message_held_by_a_receipt(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    queue = client.create_queue("orders")
+    queue.send_batch([smq.SendEntry("a", "first"), smq.SendEntry("b", "second")])
+    held = queue.receive(2, visibility_timeout=300)
+    sign_in(browser)
+    page = browser.request("GET", "/console/queues/orders?state=in_flight").text
+    for message in held:
+        assert message.receipt_handle in page  # which receipt holds it
+    fields = form_of(page, "/console/queues/orders/message")
+    receipt = fields["receipt"]
+    released = browser.request("POST", "/console/queues/orders/message", {**fields, "op": "release"})
+    assert released.status == 303
+    assert queue.attributes().visible == 1
+    others = [m for m in held if m.receipt_handle != receipt]
+    fields = form_of(
+        browser.request("GET", "/console/queues/orders?state=in_flight").text,
+        "/console/queues/orders/message",
+    )
+    assert fields["receipt"] == others[0].receipt_handle
+    deleted = browser.request("POST", "/console/queues/orders/message", {**fields, "op": "delete"})
+    assert deleted.status == 303
+    info = queue.attributes()
+    assert (info.visible, info.in_flight) == (1, 0)
+
+
+def test_attributes_save_with_the_api_s_validation(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    queue = client.create_queue("orders")
+    sign_in(browser)
+    token = form_of(
+        browser.request("GET", "/console/queues/orders").text, "/console/queues/orders/attributes"
+    )
+    saved = browser.request("POST", "/console/queues/orders/attributes", {**token, "VisibilityTimeout": "45"})
+    assert saved.status == 303
+    assert queue.attributes().config.visibility_timeout == 45
+    refused = browser.request(
+        "POST", "/console/queues/orders/attributes", {**token, "VisibilityTimeout": "99999"}
+    )
+    assert refused.status == 400 and "VisibilityTimeout" in refused.text
+    assert queue.attributes().config.visibility_timeout == 45
+
+
+def test_purge_asks_for_the_queue_s_name_first(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    queue = client.create_queue("orders")
+    queue.send_batch([smq.SendEntry(str(i), "x") for i in range(4)])
+    sign_in(browser)
+    token = form_of(browser.request("GET", "/console/queues/orders").text, "/console/queues/orders/purge")
+    asked = browser.request("POST", "/console/queues/orders/purge", token)
+    assert asked.status == 200 and "Type the queue's name" in asked.text
+    wrong = browser.request("POST", "/console/queues/orders/purge", {**token, "confirm": "order"})
+    assert wrong.status == 200 and queue.attributes().visible == 4
+    done = browser.request("POST", "/console/queues/orders/purge", {**token, "confirm": "orders"})
+    assert done.status == 303 and done.headers["Location"] == "/console/queues/orders?done=purged"
+    deadline = time.monotonic() + 10
+    while queue.attributes().visible and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert queue.attributes().visible == 0
+
+
+def test_a_tenant_cannot_open_another_account_s_queue(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    client.create_queue("orders")
+    sign_in(browser, OTHER_KEY, OTHER_SECRET)
+    assert browser.request("GET", "/console/queues/orders").status == 404
+    assert browser.request("GET", "/console/api/queue/orders").status == 404

@@ -18,6 +18,7 @@ from .._errors import SmqError
 from ._actions import ACTIONS
 from ._authorize import authorize
 from ._console_pages import SCRIPT, STYLE, QueueRow, queues_page, sign_in_page
+from ._console_queue import QueuePages
 from ._console_sessions import COOKIE, SESSION_SECONDS, Session, Sessions
 from ._context import Context
 from ._errors import SqsError, from_core
@@ -50,6 +51,7 @@ class Console:
         router.add_get("/console/sign-in", self.sign_in_form)
         router.add_post("/console/sign-in", self.sign_in)
         router.add_post("/console/sign-out", self.sign_out)
+        QueuePages(self).add_routes(router)
 
     async def style(self, request: web.Request) -> web.Response:
         return web.Response(text=STYLE, content_type="text/css", headers={"Cache-Control": "max-age=300"})
@@ -73,19 +75,15 @@ class Console:
         raise response
 
     async def sign_out(self, request: web.Request) -> web.Response:
-        _check_origin(request)
-        session = self.sessions.session(request.cookies.get(COOKIE))
-        form = await request.post()
-        if session is None or not self.sessions.check_csrf(session, str(form.get("csrf", ""))):
-            raise web.HTTPForbidden(text="The form has expired: load the page again.")
+        await self.checked_form(request)
         response = web.HTTPSeeOther("/console/sign-in" if self.sessions.signs_in else "/console")
         response.del_cookie(COOKIE, path="/console")
         raise response
 
     async def queues(self, request: web.Request) -> web.Response:
-        session, cookie = self._session(request)
+        session, cookie = self.session_of(request)
         prefix = request.query.get("prefix", "").strip()
-        rows, more = await self._rows(self._context(request, session), prefix)
+        rows, more = await self._rows(self.context(request, session), prefix)
         who = f"signed in as {session.key_id}" if session.key_id else "no access keys: open to this host"
         page = queues_page(
             rows, prefix, who, self.sessions.csrf_token(session), more=more, signs_out=self.sessions.signs_in
@@ -101,7 +99,7 @@ class Console:
         if session is None:
             return web.json_response({"error": "signed out"}, status=401, headers=_HEADERS)
         prefix = request.query.get("prefix", "").strip()
-        rows, more = await self._rows(self._context(request, session), prefix)
+        rows, more = await self._rows(self.context(request, session), prefix)
         return web.json_response(
             {"queues": [dataclasses.asdict(row) for row in rows], "more": more}, headers=_HEADERS
         )
@@ -113,7 +111,7 @@ class Console:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _session(self, request: web.Request) -> tuple[Session, str | None]:
+    def session_of(self, request: web.Request) -> tuple[Session, str | None]:
         """The request's session, and a cookie to set when a server without keys made a new one."""
         session = self.sessions.session(request.cookies.get(COOKIE))
         if session is not None:
@@ -125,7 +123,7 @@ class Console:
         assert made is not None
         return made, cookie
 
-    def _context(self, request: web.Request, session: Session) -> Context:
+    def context(self, request: web.Request, session: Session) -> Context:
         service = self.service
         return Context(
             client=service.client,
@@ -143,14 +141,14 @@ class Console:
         """The table's lines for ``prefix`` (at most TABLE_ROWS), and whether more queues match."""
         params: dict[str, Any] = {"QueueNamePrefix": prefix, "MaxResults": TABLE_ROWS + 1}
         try:
-            listed = await self._act(context, "ListQueues", params)
+            listed = await self.act(context, "ListQueues", params)
             urls = listed.get("QueueUrls", [])
             rows = [await self._row(context, url) for url in urls[:TABLE_ROWS]]
         except SqsError as error:
             raise web.HTTPBadRequest(text=f"{error.code}: {error.message}") from None
         return [row for row in rows if row is not None], len(urls) > TABLE_ROWS
 
-    async def _act(self, context: Context, action: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def act(self, context: Context, action: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run an API action as the session's access key, with the API's authorization."""
         try:
             await authorize(context, self.service.policies, action, params)
@@ -158,6 +156,24 @@ class Console:
             return result
         except SmqError as error:
             raise from_core(error) from None
+
+    def set_cookie(self, response: web.StreamResponse, request: web.Request, cookie: str) -> None:
+        """Give the browser a session cookie."""
+        _set_cookie(response, request, cookie)
+
+    def html(self, text: str, status: int = 200) -> web.Response:
+        """A console page, with the console's security headers."""
+        return _html(text, status)
+
+    async def checked_form(self, request: web.Request) -> tuple[Session, dict[str, str]]:
+        """A change's session and form, once its origin, session and CSRF token are checked."""
+        _check_origin(request)
+        session = self.sessions.session(request.cookies.get(COOKIE))
+        posted = await request.post()
+        form = {key: str(value) for key, value in posted.items() if isinstance(value, str)}
+        if session is None or not self.sessions.check_csrf(session, form.get("csrf")):
+            raise web.HTTPForbidden(text="The form has expired: load the page again.")
+        return session, form
 
     async def _row(self, context: Context, url: str) -> QueueRow | None:
         """The table line of the queue at ``url``; None if it went away meanwhile."""
