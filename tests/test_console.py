@@ -302,3 +302,35 @@ def test_a_tenant_cannot_open_another_account_s_queue(console: tuple[Browser, sm
     sign_in(browser, OTHER_KEY, OTHER_SECRET)
     assert browser.request("GET", "/console/queues/orders").status == 404
     assert browser.request("GET", "/console/api/queue/orders").status == 404
+
+
+def dead_letter(client: smq.Client, count: int) -> tuple[smq.Queue, smq.Queue]:
+    """(source, dead-letter queue): ``count`` messages of the source dead-lettered by receives."""
+    dlq = client.create_queue("orders-dlq")
+    source = client.create_queue("orders", redrive_policy=smq.RedrivePolicy("orders-dlq", 1))
+    source.send_batch([smq.SendEntry(str(n), f"order {n}") for n in range(count)])
+    while source.receive(10, visibility_timeout=0):
+        pass
+    return source, dlq
+
+
+def test_redrive_a_dead_letter_queue_and_follow_its_progress(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    source, dlq = dead_letter(client, 6)
+    assert dlq.attributes().visible == 6
+    sign_in(browser)
+    page = browser.request("GET", "/console/queues/orders-dlq").text
+    assert "<progress data-task" in page
+    assert "/console/queues/orders/redrive" not in browser.request("GET", "/console/queues/orders").text
+    started = browser.request(
+        "POST", "/console/queues/orders-dlq/redrive", form_of(page, "/console/queues/orders-dlq/redrive")
+    )
+    assert started.status == 303
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        counts = browser.request("GET", "/console/api/queue/orders-dlq").text
+        if '"status": "COMPLETED"' in counts:
+            break
+        time.sleep(0.1)
+    assert '"moved": 6' in counts and '"to_move": 6' in counts, counts
+    assert source.attributes().visible == 6 and dlq.attributes().visible == 0

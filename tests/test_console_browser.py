@@ -103,3 +103,78 @@ def test_the_table_is_readable_at_phone_width(served: tuple[Server, smq.Client],
         screenshot(phone, "console-phone.png", tmp_path)
     finally:
         phone.close()
+
+
+def sign_in(browser: Browser, url: str) -> None:
+    browser.get(url + "/console/sign-in")
+    browser.type("#key_id", KEY_ID)
+    browser.type("#secret", SECRET)
+    browser.click("button[type=submit]")
+    browser.wait_for(lambda: browser.url.endswith("/console"), what="the queue table")
+
+
+def test_peek_send_and_purge_on_the_page_of_a_queue(
+    served: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
+) -> None:
+    server, client = served
+    queue = client.create_queue("jobs")
+    queue.send("resize photo 17")
+    (held,) = queue.receive(1, visibility_timeout=600)
+    sign_in(browser, server.url)
+    browser.click("a[href='/console/queues/jobs']")
+    browser.wait_for(lambda: browser.url.endswith("/console/queues/jobs"), what="the queue's page")
+
+    # The message held by a receipt: which receipt, and until when.
+    browser.click("a[href='/console/queues/jobs?state=in_flight']")
+    row = f"tr[data-message='{held.message_id}']"
+    browser.wait_for(lambda: browser.find_all(row), what="the message in flight")
+    assert "resize photo 17" in browser.text(row)
+    assert held.receipt_handle == browser.script(
+        "return document.querySelector(arguments[0] + ' code[title]').title;", row
+    )
+    # Rates need two readings of the counters: the page has updated itself twice.
+    browser.wait_for(lambda: browser.text("[data-count=sent_rate]"), what="the rates")
+    screenshot(browser, "console-queue.png", tmp_path)
+
+    # Send from the form.
+    browser.type("#send-body", "sent from the console")
+    browser.click("form[action='/console/queues/jobs/send'] button")
+    browser.wait_for(lambda: "Message sent." in browser.text("[role=status]"), what="the notice")
+    assert [m.body for m in queue.peek("visible")] == ["sent from the console"]
+    browser.wait_for(lambda: browser.text("[data-count=visible]") == "1", what="the live count")
+
+    # Purge, after typing the queue's name.
+    browser.click("form[action='/console/queues/jobs/purge'] button")
+    browser.wait_for(lambda: browser.find_all("#confirm"), what="the confirmation")
+    assert queue.attributes().visible == 1  # asking changed nothing
+    browser.type("#confirm", "jobs")
+    browser.click("form[action='/console/queues/jobs/purge'] button")
+    browser.wait_for(lambda: "Queue purged." in browser.text("[role=status]"), what="the purge")
+    browser.wait_for(lambda: queue.attributes().visible + queue.attributes().in_flight == 0, what="empty")
+
+
+def test_redrive_shows_its_progress_reaching_the_end(
+    served: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
+) -> None:
+    server, client = served
+    client.create_queue("mail-dlq")
+    source = client.create_queue("mail", redrive_policy=smq.RedrivePolicy("mail-dlq", 1))
+    source.send_batch([smq.SendEntry(str(n), f"mail {n}") for n in range(8)])
+    while source.receive(10, visibility_timeout=0):
+        pass
+    sign_in(browser, server.url)
+    browser.get(server.url + "/console/queues/mail-dlq")
+    browser.click("form[action='/console/queues/mail-dlq/redrive'] button")
+    browser.wait_for(lambda: "Redrive started." in browser.text("[role=status]"), what="the start")
+
+    def progress() -> bool:
+        value, top = browser.script(
+            "const p = document.querySelector('progress[data-task]'); return [p.value, p.max];"
+        )
+        return bool(top == 8 and value == 8)
+
+    browser.wait_for(progress, timeout=30, what="the progress bar at 100 %")
+    assert "8 of 8 moved" in browser.text("[data-task-text]")
+    browser.script("document.querySelector('progress[data-task]').scrollIntoView({block: 'center'});")
+    screenshot(browser, "console-redrive.png", tmp_path)
+    assert source.attributes().visible == 8

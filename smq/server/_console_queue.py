@@ -212,6 +212,7 @@ class QueuePages:
             messages=messages,
             dead_letter=await self._is_dead_letter(context, params),
             csrf=self.console.sessions.csrf_token(session),
+            limit=PEEKED,
         )
 
 

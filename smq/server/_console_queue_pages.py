@@ -17,7 +17,7 @@ EDITABLE = (
     ("DelaySeconds", "seconds, 0 to 900"),
     ("ReceiveMessageWaitTimeSeconds", "seconds, 0 to 20"),
     ("MessageRetentionPeriod", "seconds, 60 to 1,209,600"),
-    ("MaximumMessageSize", "bytes, 1,024 to 262,144"),
+    ("MaximumMessageSize", "bytes, 1,024 to 1,048,576"),
     ("RedrivePolicy", 'JSON: {"deadLetterTargetArn": "...", "maxReceiveCount": 5}; empty: none'),
 )
 EDITABLE_FIFO = (
@@ -48,6 +48,7 @@ class QueueView:
     messages: Sequence[PeekedMessage]
     dead_letter: bool  # another queue's redrive policy names it: it can be redriven
     csrf: str
+    limit: int  # messages looked at, at most
 
 
 def _form(name: str, action: str, csrf: str, fields: str, button: str, extra: str = "") -> str:
@@ -166,8 +167,8 @@ def _messages(view: QueueView) -> str:
     )
     return (
         "<section aria-labelledby=messages-title><h2 id=messages-title>Messages</h2>"
-        f"<nav class=tabs>{tabs}</nav><p class=muted>Looked at, not received: nothing changes. The "
-        f"first {len(view.messages)} shown.</p>{table}</section>"
+        f"<nav class=tabs>{tabs}</nav><p class=muted>Looked at, not received: nothing changes "
+        f"(the first {view.limit} at most).</p>{table}</section>"
     )
 
 
