@@ -4,6 +4,7 @@ CSRF, and the queue table (what a key's API calls would see, nothing more)."""
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import time
 import urllib.parse
@@ -334,3 +335,27 @@ def test_redrive_a_dead_letter_queue_and_follow_its_progress(console: tuple[Brow
         time.sleep(0.1)
     assert '"moved": 6' in counts and '"to_move": 6' in counts, counts
     assert source.attributes().visible == 6 and dlq.attributes().visible == 0
+
+
+def test_the_table_shows_dead_letter_depth_fifo_groups_and_counters(
+    console: tuple[Browser, smq.Client],
+) -> None:
+    browser, client = console
+    dead_letter(client, 3)
+    fifo = client.create_queue("tasks.fifo", fifo_queue=True, content_based_deduplication=True)
+    fifo.send("a", message_group_id="g1")
+    fifo.send("b", message_group_id="g2")
+    fifo.receive(1)
+    sign_in(browser)
+    page = browser.request("GET", "/console").text
+    orders = re.search(r'<tr data-queue="orders">(.*?)</tr>', page, re.S)
+    assert orders is not None
+    cells = re.findall(r"<td>([^<]*)</td>", orders.group(1))
+    assert cells[:6] == ["0", "0", "0", "", "3", ""]  # visible, in flight, delayed, age, dead letters, groups
+    tasks = re.search(r'<tr data-queue="tasks.fifo">(.*?)</tr>', page, re.S)
+    assert tasks is not None
+    assert re.findall(r"<td>([^<]*)</td>", tasks.group(1))[5] == "1"  # one group in flight
+    listed = json.loads(browser.request("GET", "/console/api/queues").text)
+    by_name = {row["name"]: row for row in listed["queues"]}
+    assert by_name["orders"]["counters"] == {"sent": 3, "received": 3, "deleted": 0}
+    assert by_name["orders-dlq"]["dead_letters"] is None

@@ -78,6 +78,16 @@ def test_sign_in_watch_the_table_change_and_sign_out(
     queue.send_batch([smq.SendEntry(str(i), f"order {i}") for i in range(5)])
     queue.receive(2)
     browser.wait_for(lambda: visible_in_table(browser, "orders") == ("3", "2"), what="the new counts")
+    # Rates (from two readings of the counters) and a trend line per queue.
+    rates = browser.wait_for(
+        lambda: browser.script(
+            "const cells = document.querySelectorAll(`tr[data-queue='orders'] td`);"
+            "const drawn = cells[10].querySelector('svg polyline');"
+            "return cells[7].textContent && drawn ? cells[7].textContent : null;"
+        ),
+        what="the rates and the trend line",
+    )
+    assert float(rates) >= 0
     screenshot(browser, "console-queues.png", tmp_path)
 
     browser.click("form[action='/console/sign-out'] button")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from .._config import RedrivePolicy
 from .._errors import SmqError
 from ._actions import ACTIONS
 from ._authorize import authorize
@@ -191,7 +192,26 @@ class Console:
                 return None
             raise mapped from None
         age = None if info.oldest_age is None else int(info.oldest_age)
-        return QueueRow(url.rsplit("/", 1)[-1], info.visible, info.in_flight, info.delayed, age)
+        return QueueRow(
+            name=url.rsplit("/", 1)[-1],
+            visible=info.visible,
+            in_flight=info.in_flight,
+            delayed=info.delayed,
+            oldest_age=age,
+            dead_letters=await self._dead_letters(context, info.config.redrive_policy),
+            groups_in_flight=info.groups_in_flight if info.config.fifo_queue else None,
+            counters={key: info.counters.get(key, 0) for key in ("sent", "received", "deleted")},
+        )
+
+    async def _dead_letters(self, context: Context, policy: RedrivePolicy | None) -> int | None:
+        """Messages waiting in the dead-letter queue of ``policy`` (of the key's own account only)."""
+        if policy is None or context.account_of(policy.dead_letter_queue) != context.account:
+            return None
+        try:
+            info = await context.drive(context.client.queue(policy.dead_letter_queue)._attributes_steps())
+        except SmqError:
+            return None  # deleted meanwhile, or unreachable: the line shows none
+        return int(info.visible + info.delayed)
 
 
 def _html(text: str, status: int = 200) -> web.Response:

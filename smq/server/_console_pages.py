@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from html import escape
 from urllib.parse import quote
 
@@ -14,14 +14,18 @@ header { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; justify
 h1 { font-size: 1.4rem; margin: 0; }
 table { border-collapse: collapse; width: 100%; margin-top: 1rem; }
 th, td { padding: .4rem .6rem; border-bottom: 1px solid #8884; text-align: right; }
-th:first-child, td:first-child { text-align: left; overflow-wrap: anywhere; }
+th:first-child, td:first-child { text-align: left; overflow-wrap: anywhere; min-width: 8rem; }
 form.inline { display: inline; }
 label { display: block; margin-top: .8rem; }
 input { font: inherit; padding: .3rem; max-width: 100%; }
 button { font: inherit; padding: .3rem .8rem; margin-top: .8rem; }
 .error { color: #c00; }
 .muted { opacity: .7; }
-@media (max-width: 40rem) { table.queues th:nth-child(4), table.queues td:nth-child(4) { display: none; } }
+svg.trend { width: 4rem; height: 1rem; border: 0; }
+@media (max-width: 48rem) {
+  table.queues th:nth-child(n+4), table.queues td:nth-child(n+4) { display: none; }
+  table.queues th:nth-child(11), table.queues td:nth-child(11) { display: table-cell; }
+}
 section { margin-top: 1.5rem; }
 h2 { font-size: 1.15rem; }
 h3 { font-size: 1rem; }
@@ -72,13 +76,40 @@ SCRIPT = """
     setInterval(tick, seconds * 1000);
   }
 
+  function sparkline(values, points) {
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 60 16");
+    svg.setAttribute("class", "trend");
+    svg.setAttribute("aria-hidden", "true");
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    const top = Math.max(1, ...values);
+    const step = 60 / (points - 1);
+    const start = points - values.length;
+    line.setAttribute("points", values.map((v, j) =>
+      ((start + j) * step).toFixed(1) + "," + (15 - 14 * v / top).toFixed(1)).join(" "));
+    svg.append(line);
+    return svg;
+  }
+
   const table = document.querySelector("table[data-live]");
   if (table) {
     const body = table.querySelector("tbody");
+    const POINTS = 60;
+    const seen = new Map();  // queue name -> {at, counters, depths}
+    const blank = (value) => value === null || value === undefined ? "" : String(value);
     every(2, async () => {
       const data = await read(table.dataset.live);
       if (!data || !body) { return; }
+      const now = Date.now() / 1000;
       body.replaceChildren(...data.queues.map((q) => {
+        const before = seen.get(q.name);
+        const depths = before ? before.depths : [];
+        depths.push(q.visible + q.in_flight);
+        if (depths.length > POINTS) { depths.shift(); }
+        const rate = (key) => before
+          ? Math.max(0, ((q.counters[key] || 0) - (before.counters[key] || 0)) / (now - before.at)).toFixed(1)
+          : "";
+        seen.set(q.name, {at: now, counters: q.counters, depths: depths});
         const tr = document.createElement("tr");
         tr.dataset.queue = q.name;
         const name = document.createElement("td");
@@ -86,8 +117,12 @@ SCRIPT = """
         link.href = "/console/queues/" + encodeURIComponent(q.name);
         link.textContent = q.name;
         name.append(link);
-        tr.append(name, cell(String(q.visible)), cell(String(q.in_flight)),
-          cell(String(q.delayed)), cell(q.oldest_age === null ? "" : q.oldest_age + " s"));
+        const trend = document.createElement("td");
+        trend.append(sparkline(depths, POINTS));
+        tr.append(name, cell(String(q.visible)), cell(String(q.in_flight)), cell(String(q.delayed)),
+          cell(q.oldest_age === null ? "" : q.oldest_age + " s"), cell(blank(q.dead_letters)),
+          cell(blank(q.groups_in_flight)), cell(rate("sent")), cell(rate("received")),
+          cell(rate("deleted")), trend);
         return tr;
       }));
     });
@@ -158,6 +193,9 @@ class QueueRow:
     in_flight: int
     delayed: int
     oldest_age: int | None
+    dead_letters: int | None = None  # its dead-letter queue's messages; None: it has none
+    groups_in_flight: int | None = None  # FIFO queues only
+    counters: Mapping[str, int] = field(default_factory=dict)  # sent, received, deleted: for rates
 
 
 def page(title: str, body: str) -> str:
@@ -200,7 +238,10 @@ def queues_page(
         f'<tr data-queue="{escape(row.name)}">'
         f'<td><a href="/console/queues/{quote(row.name)}">{escape(row.name)}</a></td>'
         f"<td>{row.visible}</td><td>{row.in_flight}</td><td>{row.delayed}</td>"
-        f"<td>{'' if row.oldest_age is None else f'{row.oldest_age} s'}</td></tr>"
+        f"<td>{'' if row.oldest_age is None else f'{row.oldest_age} s'}</td>"
+        f"<td>{'' if row.dead_letters is None else row.dead_letters}</td>"
+        f"<td>{'' if row.groups_in_flight is None else row.groups_in_flight}</td>"
+        "<td></td><td></td><td></td><td></td></tr>"
         for row in rows
     )
     table = (
@@ -208,7 +249,10 @@ def queues_page(
         "<caption class=muted>Approximate counts, as the API reports them: "
         "<span id=live aria-live=polite></span></caption>"
         "<thead><tr><th scope=col>Queue</th><th scope=col>Visible</th><th scope=col>In flight</th>"
-        "<th scope=col>Delayed</th><th scope=col>Oldest message</th></tr></thead>"
+        "<th scope=col>Delayed</th><th scope=col>Oldest message</th><th scope=col>Dead letters</th>"
+        "<th scope=col>FIFO groups in flight</th><th scope=col>Sent / s</th>"
+        "<th scope=col>Received / s</th><th scope=col>Deleted / s</th>"
+        "<th scope=col>Trend (2 min)</th></tr></thead>"
         f"<tbody>{lines}</tbody></table>"
         if rows
         else "<p>No queue" + (f" starting with “{escape(prefix)}”" if prefix else "") + ".</p>"
