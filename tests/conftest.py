@@ -279,6 +279,23 @@ def sqs_server(http_redis: EmbeddedRedis) -> Iterator[Any]:
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, smq.Client]]:
+    """`smq serve` with two access keys (the second a tenant in account 111111111111) on a Redis
+    of its own, and a core client on that Redis. For the web console's tests."""
+    from http_support import KEY_ID, OTHER_KEY, OTHER_SECRET, SECRET, Server
+
+    with EmbeddedRedis(tmp_path_factory.mktemp("keyed-redis")) as redis:
+        keys = [f"{KEY_ID}:{SECRET}", f"{OTHER_KEY}:{OTHER_SECRET}:111111111111"]
+        server = Server(redis.url, "--access-key", keys[0], "--access-key", keys[1])
+        client = smq.Client(redis.url)
+        try:
+            yield server, client
+        finally:
+            client.close()
+            server.stop()
+
+
 @pytest.fixture
 def core(http_redis: EmbeddedRedis, sqs_server: Any) -> Iterator[smq.Client]:
     """A core client on the (emptied) Redis behind `sqs_server`, to arrange and inspect."""

@@ -30,6 +30,7 @@ BIN = Path(sys.executable).parent
 ACCOUNT = "000000000000"
 REGION = "us-east-1"
 KEY_ID, SECRET = "AKIDSMQTEST", "smq-test-secret"
+OTHER_KEY, OTHER_SECRET = "AKIDOTHERTENANT", "other-secret"  # a tenant's key (see keyed_server)
 
 _QUERY_BOTOCORE = "botocore==1.31.0"
 _QUERY_MODEL_DIR = BIN.parent / "smq-test-cache" / "botocore-query"

@@ -8,17 +8,13 @@ import json
 import re
 import time
 import urllib.parse
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import smq
-from http_support import KEY_ID, SECRET, Server
-from smq.embedded import EmbeddedRedis
+from http_support import KEY_ID, OTHER_KEY, OTHER_SECRET, SECRET, Server, json_client
 from smq.server._console_sessions import COOKIE, Sessions
-
-OTHER_KEY, OTHER_SECRET = "AKIDOTHERTENANT", "other-secret"
 
 
 class Browser:
@@ -46,35 +42,16 @@ class Browser:
         connection.close()
         return response
 
-    def csrf(self) -> str:
-        page = self.request("GET", "/console").text
+    def csrf(self, path: str = "/console") -> str:
+        page = self.request("GET", path).text
         match = re.search(r'name=csrf value="([^"]+)"', page)
         assert match, page
         return match.group(1)
 
 
-@pytest.fixture(scope="module")
-def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, smq.Client]]:
-    """`smq serve` with two access keys, the second in another account (a tenant)."""
-    with EmbeddedRedis(tmp_path_factory.mktemp("console-redis")) as redis:
-        server = Server(
-            redis.url,
-            "--access-key",
-            f"{KEY_ID}:{SECRET}",
-            "--access-key",
-            f"{OTHER_KEY}:{OTHER_SECRET}:111111111111",
-        )
-        client = smq.Client(redis.url)
-        try:
-            yield server, client
-        finally:
-            client.close()
-            server.stop()
-
-
 @pytest.fixture
-def console(keyed: tuple[Server, smq.Client]) -> tuple[Browser, smq.Client]:
-    server, client = keyed
+def console(keyed_server: tuple[Server, smq.Client]) -> tuple[Browser, smq.Client]:
+    server, client = keyed_server
     for name in client.list_queues():
         client.delete_queue(name)
     return Browser(server.url), client
@@ -178,6 +155,7 @@ def test_a_queue_name_is_shown_escaped(console: tuple[Browser, smq.Client]) -> N
     sign_in(browser)
     page = browser.request("GET", "/console?prefix=" + urllib.parse.quote('"><script>x</script>'))
     assert "<script>x" not in page.text
+    assert 'value="&quot;&gt;&lt;script&gt;x&lt;/script&gt;"' in page.text  # the filter field
 
 
 def test_without_keys_the_console_is_open_but_changes_still_need_the_token(
@@ -189,9 +167,14 @@ def test_without_keys_the_console_is_open_but_changes_still_need_the_token(
     assert page.status == 200 and 'data-queue="open-queue"' in page.text
     assert browser.cookie  # an anonymous session, for the CSRF token of later forms
     assert browser.request("GET", "/console/sign-in").status == 303
-    started = time.monotonic()
-    assert browser.request("POST", "/console/sign-out", {"csrf": "forged"}).status == 403
-    assert time.monotonic() - started < 5
+    assert (
+        browser.request("POST", "/console/queues/open-queue/send", {"body": "x", "csrf": "forged"}).status
+        == 403
+    )
+    assert core.get_queue("open-queue").attributes().visible == 0
+    token = browser.csrf("/console/queues/open-queue")
+    sent = browser.request("POST", "/console/queues/open-queue/send", {"body": "x", "csrf": token})
+    assert sent.status == 303 and core.get_queue("open-queue").attributes().visible == 1
 
 
 # -- the page of a queue --------------------------------------------------------------------------
@@ -232,8 +215,12 @@ def test_send_from_the_form_and_not_without_the_token(console: tuple[Browser, sm
     assert sent.status == 303 and sent.headers["Location"] == "/console/queues/orders?done=sent"
     (message,) = queue.receive(1)
     assert message.body == "hello"
-    bad = browser.request("POST", "/console/queues/orders/send", {"body": "x", "delay": "999", **token})
-    assert bad.status == 400 and "DelaySeconds" in bad.text
+    later = browser.request("POST", "/console/queues/orders/send", {"body": "later", "delay": "60", **token})
+    assert later.status == 303 and queue.attributes().delayed == 1
+    for delay in ("999", "soon"):
+        bad = browser.request("POST", "/console/queues/orders/send", {"body": "x", "delay": delay, **token})
+        assert bad.status == 400 and "DelaySeconds" in bad.text
+    assert queue.attributes().delayed == 1
 
 
 def test_release_and_delete_a_message_held_by_a_receipt(console: tuple[Browser, smq.Client]) -> None:
@@ -359,3 +346,99 @@ def test_the_table_shows_dead_letter_depth_fifo_groups_and_counters(
     by_name = {row["name"]: row for row in listed["queues"]}
     assert by_name["orders"]["counters"] == {"sent": 3, "received": 3, "deleted": 0}
     assert by_name["orders-dlq"]["dead_letters"] is None
+
+
+def test_a_tenant_can_change_nothing_in_another_account_s_queue(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    source, dlq = dead_letter(client, 2)  # the server's own account
+    (held,) = source.send_batch([smq.SendEntry("x", "held")]) and source.receive(1, visibility_timeout=300)
+    sign_in(browser, OTHER_KEY, OTHER_SECRET)
+    token = browser.csrf()
+    attempts = {
+        "send": {"body": "intruder"},
+        "purge": {"confirm": "orders"},
+        "attributes": {"VisibilityTimeout": "1"},
+        "message": {"receipt": held.receipt_handle, "op": "delete"},
+    }
+    for action, fields in attempts.items():
+        response = browser.request("POST", f"/console/queues/orders/{action}", {**fields, "csrf": token})
+        assert response.status == 404, (action, response.status)
+    assert browser.request("POST", "/console/queues/orders-dlq/redrive", {"csrf": token}).status == 404
+    info = source.attributes()
+    assert (info.visible, info.in_flight, info.config.visibility_timeout) == (0, 1, 30)
+    assert dlq.attributes().visible == 2
+
+
+def test_changes_need_this_session_s_token_and_the_console_s_origin(
+    console: tuple[Browser, smq.Client],
+) -> None:
+    browser, client = console
+    queue = client.create_queue("orders")
+    other = Browser(browser_url(browser))
+    sign_in(other)
+    other_token = other.csrf()
+    sign_in(browser)
+    token = browser.csrf()
+    assert other_token != token
+    send = "/console/queues/orders/send"
+    assert browser.request("POST", send, {"body": "x", "csrf": other_token}).status == 403
+    assert (
+        browser.request("POST", send, {"body": "x", "csrf": token}, Origin="http://evil.example").status
+        == 403
+    )
+    assert queue.attributes().visible == 0
+    assert (
+        browser.request("POST", send, {"body": "x", "csrf": token}, Origin=browser_url(browser)).status == 303
+    )
+
+
+def test_a_form_that_is_not_utf_8_is_a_400_not_a_500(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    client.create_queue("orders")
+    connection = http.client.HTTPConnection(browser.host, browser.port, timeout=10)
+    connection.request(
+        "POST",
+        "/console/sign-in",
+        body=b"key_id=%ff%fe&secret=x",
+        headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"},
+    )
+    assert connection.getresponse().status in (400, 401)
+    connection.close()
+
+
+def test_a_policy_that_denies_the_key_hides_what_it_denies(
+    console: tuple[Browser, smq.Client], keyed_server: tuple[Server, smq.Client]
+) -> None:
+    browser, client = console
+    server, _ = keyed_server
+    client.create_queue("open")
+    client.create_queue("closed").send("secret")
+    api = json_client(server.url)
+    url = api.get_queue_url(QueueName="closed")["QueueUrl"]
+    arn = api.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+    def deny(*actions: str) -> None:
+        statement = {
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": [f"SQS:{a}" for a in actions],
+            "Resource": arn,
+        }
+        policy = json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+        api.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
+
+    sign_in(browser)
+    deny("ReceiveMessage")
+    page = browser.request("GET", "/console/queues/closed")
+    assert page.status == 200 and "may not receive" in page.text and "secret" not in page.text
+    deny("GetQueueAttributes")
+    table = browser.request("GET", "/console")
+    assert (
+        table.status == 200 and 'data-queue="open"' in table.text and 'data-queue="closed"' not in table.text
+    )
+    assert browser.request("GET", "/console/queues/closed").status == 403
+    assert browser.request("GET", "/console/api/queue/closed").status == 403
+
+
+def browser_url(browser: Browser) -> str:
+    return f"http://{browser.host}:{browser.port}"

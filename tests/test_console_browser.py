@@ -11,21 +11,8 @@ from browser_support import Browser, browser_programs
 
 import smq
 from http_support import KEY_ID, SECRET, Server
-from smq.embedded import EmbeddedRedis
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "assets"
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, smq.Client]]:
-    with EmbeddedRedis(tmp_path_factory.mktemp("console-browser-redis")) as redis:
-        server = Server(redis.url, "--access-key", f"{KEY_ID}:{SECRET}")
-        client = smq.Client(redis.url)
-        try:
-            yield server, client
-        finally:
-            client.close()
-            server.stop()
 
 
 @pytest.fixture
@@ -55,9 +42,9 @@ def visible_in_table(browser: Browser, queue: str) -> tuple[str, str] | None:
 
 
 def test_sign_in_watch_the_table_change_and_sign_out(
-    served: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
+    keyed_server: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
 ) -> None:
-    server, client = served
+    server, client = keyed_server
     queue = client.create_queue("orders")
     browser.get(server.url + "/console")
     browser.wait_for(lambda: browser.url.endswith("/console/sign-in"), what="the sign-in page")
@@ -88,6 +75,16 @@ def test_sign_in_watch_the_table_change_and_sign_out(
         what="the rates and the trend line",
     )
     assert float(rates) >= 0
+
+    def sent_rate() -> float:
+        text = browser.script(
+            "return document.querySelectorAll(`tr[data-queue='orders'] td`)[7].textContent;"
+        )
+        return float(text or 0)
+
+    # Sends between two readings show as a rate.
+    queue.send_batch([smq.SendEntry(str(i), f"more {i}") for i in range(10)])
+    browser.wait_for(lambda: sent_rate() > 0, what="a send rate above 0")
     screenshot(browser, "console-queues.png", tmp_path)
 
     browser.click("form[action='/console/sign-out'] button")
@@ -96,11 +93,13 @@ def test_sign_in_watch_the_table_change_and_sign_out(
     browser.wait_for(lambda: browser.url.endswith("/console/sign-in"), what="no session left")
 
 
-def test_the_table_is_readable_at_phone_width(served: tuple[Server, smq.Client], tmp_path: Path) -> None:
+def test_the_table_is_readable_at_phone_width(
+    keyed_server: tuple[Server, smq.Client], tmp_path: Path
+) -> None:
     chromium, driver = browser_programs()
     phone = Browser(chromium, driver, width=390, height=844)
     try:
-        server, client = served
+        server, client = keyed_server
         client.create_queue("a-queue-with-a-rather-long-name-for-a-small-screen")
         phone.get(server.url + "/console/sign-in")
         phone.type("#key_id", KEY_ID)
@@ -124,9 +123,9 @@ def sign_in(browser: Browser, url: str) -> None:
 
 
 def test_peek_send_and_purge_on_the_page_of_a_queue(
-    served: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
+    keyed_server: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
 ) -> None:
-    server, client = served
+    server, client = keyed_server
     queue = client.create_queue("jobs")
     queue.send("resize photo 17")
     (held,) = queue.receive(1, visibility_timeout=600)
@@ -164,9 +163,9 @@ def test_peek_send_and_purge_on_the_page_of_a_queue(
 
 
 def test_redrive_shows_its_progress_reaching_the_end(
-    served: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
+    keyed_server: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
 ) -> None:
-    server, client = served
+    server, client = keyed_server
     client.create_queue("mail-dlq")
     source = client.create_queue("mail", redrive_policy=smq.RedrivePolicy("mail-dlq", 1))
     source.send_batch([smq.SendEntry(str(n), f"mail {n}") for n in range(8)])

@@ -145,19 +145,12 @@ class Service:
                     raise SqsError("MissingAction", "The request must contain the parameter Action.")
                 _check_query_action(action, request.path)
                 params = _wire.query_params(action, form)
-            context = Context(
-                client=self.client,
-                config=self.config,
-                call=self.call,
-                drive=self.drive,
-                polls=self.polls,  # type: ignore[arg-type]
-                base_url=self._base_url(request),
+            context = self.context(
+                request,
+                sender,
                 path=request.path if protocol == "query" else "/",
-                sender=sender,
-                kick_move_tasks=self.kick_move_tasks,
                 trace_header=request.headers.get("X-Amzn-Trace-Id") or None,
                 region=scope_region(request.headers, request.rel_url.raw_query_string) or "",
-                secure=request.scheme == "https",
             )
             await authorize(context, self.policies, action, params)
             try:
@@ -209,6 +202,31 @@ class Service:
                 if request.transport is not None:
                     request.transport.close()
         return response
+
+    def context(
+        self,
+        request: web.Request,
+        sender: str,
+        *,
+        path: str = "/",
+        trace_header: str | None = None,
+        region: str = "",
+    ) -> Context:
+        """The context of one request acting as ``sender`` (an access key id, '' without keys)."""
+        return Context(
+            client=self.client,
+            config=self.config,
+            call=self.call,
+            drive=self.drive,
+            polls=self.polls,  # type: ignore[arg-type]
+            base_url=self._base_url(request),
+            path=path,
+            sender=sender,
+            kick_move_tasks=self.kick_move_tasks,
+            trace_header=trace_header,
+            region=region,
+            secure=request.scheme == "https",
+        )
 
     async def _read_body(self, request: web.Request) -> bytes:
         """The request's body, whole within ``body_timeout`` (else ``RequestTimeout``)."""
@@ -383,7 +401,7 @@ def make_app(service: Service, guard: ConnectionGuard | None = None) -> web.Appl
     app.router.add_get("/health", service.health)
     app.router.add_get("/ready", service.ready)
     app.router.add_get("/metrics", service.metrics_page)
-    Console(service).add_routes(app.router)
+    Console(service).install(app)
     app.router.add_route("POST", "/{tail:.*}", service.handle)
     app.router.add_route("GET", "/{tail:.*}", service.handle)
     return app

@@ -8,18 +8,21 @@ POST from another origin is refused before anything else.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from .._config import RedrivePolicy
 from .._errors import SmqError
 from ._actions import ACTIONS
-from ._authorize import authorize
+from ._authorize import after, authorize
 from ._console_pages import SCRIPT, STYLE, QueueRow, queues_page, sign_in_page
 from ._console_queue import QueuePages
+from ._console_refusal import MISSING, refusal
 from ._console_sessions import COOKIE, SESSION_SECONDS, Session, Sessions
 from ._context import Context
 from ._errors import SqsError, from_core
@@ -43,7 +46,10 @@ class Console:
         self.service = service
         self.sessions = Sessions(service.config.access_keys)
 
-    def add_routes(self, router: web.UrlDispatcher) -> None:
+    def install(self, app: web.Application) -> None:
+        """Add the console's routes and headers to ``app`` (before the API's catch-all routes)."""
+        app.on_response_prepare.append(_secure_headers)
+        router = app.router
         router.add_get("/console", self.queues)
         router.add_get("/console/", self.queues)
         router.add_get("/console/style.css", self.style)
@@ -63,16 +69,16 @@ class Console:
         return _html(sign_in_page())
 
     async def sign_in(self, request: web.Request) -> web.Response:
-        _check_origin(request)
+        self._check_origin(request)
         if not self.sessions.signs_in:
             raise web.HTTPSeeOther("/console")
-        form = await request.post()
-        key_id, secret = str(form.get("key_id", "")).strip(), str(form.get("secret", ""))
+        form = await _form(request)
+        key_id, secret = form.get("key_id", "").strip(), form.get("secret", "")
         cookie = self.sessions.sign_in(key_id, secret)
         if cookie is None:
             return _html(sign_in_page("The access key id or the secret is not right."), status=401)
         response = web.HTTPSeeOther("/console")
-        _set_cookie(response, request, cookie)
+        self.set_cookie(response, request, cookie)
         raise response
 
     async def sign_out(self, request: web.Request) -> web.Response:
@@ -91,19 +97,17 @@ class Console:
         )
         response = _html(page)
         if cookie is not None:
-            _set_cookie(response, request, cookie)
+            self.set_cookie(response, request, cookie)
         return response
 
     async def queues_json(self, request: web.Request) -> web.Response:
         """The queue table's lines as JSON, for the page to update itself."""
         session = self.sessions.session(request.cookies.get(COOKIE))
         if session is None:
-            return web.json_response({"error": "signed out"}, status=401, headers=_HEADERS)
+            return web.json_response({"error": "signed out"}, status=401)
         prefix = request.query.get("prefix", "").strip()
         rows, more = await self._rows(self.context(request, session), prefix)
-        return web.json_response(
-            {"queues": [dataclasses.asdict(row) for row in rows], "more": more}, headers=_HEADERS
-        )
+        return web.json_response({"queues": [dataclasses.asdict(row) for row in rows], "more": more})
 
     async def script(self, request: web.Request) -> web.Response:
         return web.Response(
@@ -125,18 +129,8 @@ class Console:
         return made, cookie
 
     def context(self, request: web.Request, session: Session) -> Context:
-        service = self.service
-        return Context(
-            client=service.client,
-            config=service.config,
-            call=service.call,
-            drive=service.drive,
-            polls=service.polls,  # type: ignore[arg-type]
-            base_url=service._base_url(request),
-            sender=session.key_id,
-            kick_move_tasks=service.kick_move_tasks,
-            secure=request.secure,
-        )
+        """The context of an API action taken as the session's access key."""
+        return self.service.context(request, session.key_id)
 
     async def _rows(self, context: Context, prefix: str) -> tuple[list[QueueRow], bool]:
         """The table's lines for ``prefix`` (at most TABLE_ROWS), and whether more queues match."""
@@ -144,9 +138,9 @@ class Console:
         try:
             listed = await self.act(context, "ListQueues", params)
             urls = listed.get("QueueUrls", [])
-            rows = [await self._row(context, url) for url in urls[:TABLE_ROWS]]
+            rows = await asyncio.gather(*(self._row(context, url) for url in urls[:TABLE_ROWS]))
         except SqsError as error:
-            raise web.HTTPBadRequest(text=f"{error.code}: {error.message}") from None
+            raise refusal(error) from None
         return [row for row in rows if row is not None], len(urls) > TABLE_ROWS
 
     async def act(self, context: Context, action: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -157,10 +151,21 @@ class Console:
             return result
         except SmqError as error:
             raise from_core(error) from None
+        finally:
+            after(self.service.policies, action)
 
     def set_cookie(self, response: web.StreamResponse, request: web.Request, cookie: str) -> None:
-        """Give the browser a session cookie."""
-        _set_cookie(response, request, cookie)
+        """Give the browser a session cookie (``Secure`` when the console is reached over HTTPS)."""
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            max_age=SESSION_SECONDS,
+            expires=time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + SESSION_SECONDS)),
+            path="/console",
+            httponly=True,
+            samesite="Strict",
+            secure=self._origin(request).startswith("https://"),
+        )
 
     def html(self, text: str, status: int = 200) -> web.Response:
         """A console page, with the console's security headers."""
@@ -168,13 +173,28 @@ class Console:
 
     async def checked_form(self, request: web.Request) -> tuple[Session, dict[str, str]]:
         """A change's session and form, once its origin, session and CSRF token are checked."""
-        _check_origin(request)
+        self._check_origin(request)
         session = self.sessions.session(request.cookies.get(COOKIE))
-        posted = await request.post()
-        form = {key: str(value) for key, value in posted.items() if isinstance(value, str)}
-        if session is None or not self.sessions.check_csrf(session, form.get("csrf")):
+        if session is None:  # before reading a body that no one may send
+            raise web.HTTPForbidden(text="The form has expired: load the page again.")
+        form = await _form(request)
+        if not self.sessions.check_csrf(session, form.get("csrf")):
             raise web.HTTPForbidden(text="The form has expired: load the page again.")
         return session, form
+
+    def _origin(self, request: web.Request) -> str:
+        """The console's origin as browsers name it: the public URL's if set (behind a proxy)."""
+        public = self.service.config.public_url
+        if public:
+            parts = urlsplit(public)
+            return f"{parts.scheme}://{parts.netloc}"
+        return f"{request.scheme}://{request.host}"
+
+    def _check_origin(self, request: web.Request) -> None:
+        """Refuse a POST that a page of another origin sent (browsers name the origin of a form)."""
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != self._origin(request):
+            raise web.HTTPForbidden(text="A change must come from the console's own pages.")
 
     async def _row(self, context: Context, url: str) -> QueueRow | None:
         """The table line of the queue at ``url``; None if it went away meanwhile."""
@@ -182,14 +202,10 @@ class Console:
         try:
             await authorize(context, self.service.policies, "GetQueueAttributes", params)
             info = await context.drive(context.queue(params)._attributes_steps())
-        except SqsError as error:
-            if error.code in ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"):
-                return None
-            raise
-        except SmqError as error:
-            mapped = from_core(error)
-            if mapped.code in ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"):
-                return None
+        except (SqsError, SmqError) as error:
+            mapped = error if isinstance(error, SqsError) else from_core(error)
+            if mapped.code in MISSING or mapped.code == "AccessDenied":
+                return None  # gone meanwhile, or a policy keeps this key out: no line
             raise mapped from None
         age = None if info.oldest_age is None else int(info.oldest_age)
         return QueueRow(
@@ -207,32 +223,30 @@ class Console:
         """Messages waiting in the dead-letter queue of ``policy`` (of the key's own account only)."""
         if policy is None or context.account_of(policy.dead_letter_queue) != context.account:
             return None
+        params = {"QueueUrl": context.url_of(policy.dead_letter_queue)}
         try:
+            await authorize(context, self.service.policies, "GetQueueAttributes", params)
             info = await context.drive(context.client.queue(policy.dead_letter_queue)._attributes_steps())
-        except SmqError:
-            return None  # deleted meanwhile, or unreachable: the line shows none
+        except (SqsError, SmqError):
+            return None  # deleted meanwhile, unreachable, or its policy keeps this key out: none shown
         return int(info.visible + info.delayed)
 
 
 def _html(text: str, status: int = 200) -> web.Response:
-    return web.Response(text=text, status=status, content_type="text/html", headers=_HEADERS)
+    return web.Response(text=text, status=status, content_type="text/html")
 
 
-def _set_cookie(response: web.StreamResponse, request: web.Request, cookie: str) -> None:
-    response.set_cookie(
-        COOKIE,
-        cookie,
-        max_age=SESSION_SECONDS,
-        expires=time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + SESSION_SECONDS)),
-        path="/console",
-        httponly=True,
-        samesite="Strict",
-        secure=request.secure,
-    )
+async def _form(request: web.Request) -> dict[str, str]:
+    """The fields of a posted form (400 when its body is not a readable form)."""
+    try:
+        posted = await request.post()
+    except (UnicodeDecodeError, ValueError):
+        raise web.HTTPBadRequest(text="The form cannot be read.") from None
+    return {key: value for key, value in posted.items() if isinstance(value, str)}
 
 
-def _check_origin(request: web.Request) -> None:
-    """Refuse a POST that a page of another origin sent (browsers name the origin of a form)."""
-    origin = request.headers.get("Origin")
-    if origin is not None and origin != f"{request.scheme}://{request.host}":
-        raise web.HTTPForbidden(text="A change must come from the console's own pages.")
+async def _secure_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Every console response, pages, JSON and errors alike, carries the console's headers."""
+    if request.path == "/console" or request.path.startswith("/console/"):
+        for name, value in _HEADERS.items():
+            response.headers.setdefault(name, value)

@@ -16,15 +16,16 @@ from aiohttp import web
 from .._errors import SmqError
 from ._authorize import authorize
 from ._console_queue_pages import EDITABLE, EDITABLE_FIFO, STATES, QueueView, purge_confirm_page, queue_page
+from ._console_refusal import MISSING, refusal
 from ._console_sessions import COOKIE, Session
 from ._context import Context
 from ._errors import SqsError, from_core
+from ._params import integer_text
 
 if TYPE_CHECKING:
     from ._console import Console
 
 PEEKED = 20  # messages the page shows of one state
-_MISSING = ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue")
 
 
 class QueuePages:
@@ -47,7 +48,10 @@ class QueuePages:
         state = request.query.get("state", "visible")
         if state not in dict(STATES):
             state = "visible"
-        view = await self._view(context, session, request.match_info["name"], state)
+        try:
+            view = await self._view(context, session, request.match_info["name"], state)
+        except SqsError as error:
+            raise refusal(error) from None
         response = self.console.html(queue_page(view, notice=request.query.get("done", "")))
         if cookie is not None:
             self.console.set_cookie(response, request, cookie)
@@ -59,22 +63,15 @@ class QueuePages:
         if session is None:
             return web.json_response({"error": "signed out"}, status=401)
         context = self.console.context(request, session)
-        params = await self._queue_params(context, request.match_info["name"])
-        await authorize(context, self.console.service.policies, "GetQueueAttributes", params)
         try:
+            params = await self._queue_params(context, request.match_info["name"])
+            await authorize(context, self.console.service.policies, "GetQueueAttributes", params)
             info = await context.drive(context.queue(params)._attributes_steps())
+            task = await self._newest_task(context, params)
+        except SqsError as error:
+            raise refusal(error) from None
         except SmqError as error:
-            raise _not_found(from_core(error)) from None
-        task = None
-        if await self._is_dead_letter(context, params):
-            tasks = await self._tasks(context, params)
-            if tasks:
-                newest = tasks[0]
-                task = {
-                    "status": newest["Status"],
-                    "moved": newest["ApproximateNumberOfMessagesMoved"],
-                    "to_move": newest["ApproximateNumberOfMessagesToMove"],
-                }
+            raise refusal(from_core(error)) from None
         return web.json_response(
             {
                 "visible": info.visible,
@@ -85,7 +82,6 @@ class QueuePages:
                 "groups_in_flight": info.groups_in_flight,
                 "task": task,
             },
-            headers={"Cache-Control": "no-store"},
         )
 
     # -- changing ------------------------------------------------------------------------------
@@ -96,7 +92,9 @@ class QueuePages:
         params["MessageBody"] = form.get("body", "")
         delay = form.get("delay", "").strip()
         if delay:
-            params["DelaySeconds"] = delay  # checked by the action, as a Query request's would be
+            # A number for the action to check; anything else as typed, for its error to name.
+            number = integer_text(delay)
+            params["DelaySeconds"] = delay if number is None else number
         if form.get("group", "").strip():
             params["MessageGroupId"] = form["group"].strip()
         if form.get("dedup", "").strip():
@@ -108,10 +106,13 @@ class QueuePages:
         params = await self._queue_params(context, name)
         current = await self._attributes(context, params)
         editable = EDITABLE + (EDITABLE_FIFO if current.get("FifoQueue") == "true" else ())
+        # Only what the user changed on the page: a field left as shown must not undo a change
+        # someone else made since the page was loaded.
         changed = {
             attribute: form[attribute].strip()
             for attribute, _ in editable
-            if attribute in form and form[attribute].strip() != current.get(attribute, "")
+            if attribute in form
+            and form[attribute].strip() != form.get(f"was-{attribute}", current.get(attribute, "")).strip()
         }
         if not changed:
             raise web.HTTPSeeOther(f"/console/queues/{_quoted(name)}?done=saved")
@@ -164,10 +165,13 @@ class QueuePages:
         try:
             await self.console.act(context, action, params)
         except SqsError as error:
-            if error.code in _MISSING:
-                raise _not_found(error) from None
+            if error.code in MISSING or error.code == "AccessDenied":
+                raise refusal(error) from None
             session, _ = self.console.session_of(request)
-            view = await self._view(context, session, name, state or "visible")
+            try:
+                view = await self._view(context, session, name, state or "visible")
+            except SqsError as again:
+                raise refusal(again) from None
             return self.console.html(queue_page(view, error=error.message), status=400)
         suffix = f"&state={state}" if state else ""
         raise web.HTTPSeeOther(f"/console/queues/{_quoted(name)}?done={done}{suffix}")
@@ -177,7 +181,7 @@ class QueuePages:
         try:
             found = await self.console.act(context, "GetQueueUrl", {"QueueName": name})
         except SqsError as error:
-            raise _not_found(error) from None
+            raise refusal(error) from None
         return {"QueueUrl": found["QueueUrl"]}
 
     async def _attributes(self, context: Context, params: dict[str, Any]) -> dict[str, str]:
@@ -189,21 +193,37 @@ class QueuePages:
         sources = await self.console.act(context, "ListDeadLetterSourceQueues", {**params, "MaxResults": 1})
         return bool(sources.get("queueUrls"))
 
-    async def _tasks(self, context: Context, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _newest_task(self, context: Context, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Status and counts of the newest move task out of this dead-letter queue, if any."""
+        if not await self._is_dead_letter(context, params):
+            return None
         arn = (await self._attributes(context, params))["QueueArn"]
         listed = await self.console.act(context, "ListMessageMoveTasks", {"SourceArn": arn, "MaxResults": 1})
-        results: list[dict[str, Any]] = listed.get("Results", [])
-        return results
+        for newest in listed.get("Results", []):
+            return {
+                "status": newest["Status"],
+                "moved": newest["ApproximateNumberOfMessagesMoved"],
+                "to_move": newest["ApproximateNumberOfMessagesToMove"],
+            }
+        return None
 
     async def _view(self, context: Context, session: Session, name: str, state: str) -> QueueView:
         params = await self._queue_params(context, name)
         attributes = await self._attributes(context, params)
-        await authorize(context, self.console.service.policies, "ReceiveMessage", params)
         queue = context.queue(params)
+        may_look = True
         try:
-            messages = await context.call(lambda: queue.peek(state, limit=PEEKED))
-        except SmqError as error:
-            raise _not_found(from_core(error)) from None
+            await authorize(context, self.console.service.policies, "ReceiveMessage", params)
+        except SqsError as error:
+            if error.code != "AccessDenied":
+                raise
+            may_look = False  # the queue's policy keeps this key from its messages
+        messages = []
+        if may_look:
+            try:
+                messages = await context.call(lambda: queue.peek(state, limit=PEEKED))
+            except SmqError as error:
+                raise from_core(error) from None
         return QueueView(
             name=name,
             url=params["QueueUrl"],
@@ -213,14 +233,9 @@ class QueuePages:
             dead_letter=await self._is_dead_letter(context, params),
             csrf=self.console.sessions.csrf_token(session),
             limit=PEEKED,
+            may_look=may_look,
         )
 
 
 def _quoted(name: str) -> str:
     return quote(name)
-
-
-def _not_found(error: SqsError) -> web.HTTPException:
-    if error.code in _MISSING:
-        return web.HTTPNotFound(text="No such queue (or not one this access key may see).")
-    return web.HTTPBadRequest(text=f"{error.code}: {error.message}")

@@ -49,6 +49,7 @@ class QueueView:
     dead_letter: bool  # another queue's redrive policy names it: it can be redriven
     csrf: str
     limit: int  # messages looked at, at most
+    may_look: bool = True  # False: the queue's policy keeps this key from its messages
 
 
 def _form(name: str, action: str, csrf: str, fields: str, button: str, extra: str = "") -> str:
@@ -95,6 +96,7 @@ def _attributes(view: QueueView, fifo: bool) -> str:
         fields.append(
             f"<label for=attr-{attribute}>{attribute} <span class=muted>({escape(hint)})</span></label>"
             f'<input id=attr-{attribute} name="{attribute}" value="{escape(value)}">'
+            f'<input type=hidden name="was-{attribute}" value="{escape(value)}">'
         )
     shown = ("QueueArn", "CreatedTimestamp", "LastModifiedTimestamp", "FifoQueue")
     facts = "".join(
@@ -157,14 +159,17 @@ def _messages(view: QueueView) -> str:
         "in_flight": "<th scope=col>Held by</th><th scope=col>Actions</th>",
         "delayed": "<th scope=col>Due</th>",
     }
-    table = (
-        "<div class=table-wrap><table class=messages><thead><tr>"
-        "<th scope=col>Message id</th><th scope=col>Sent</th>"
-        "<th scope=col>Receives</th><th scope=col>Body</th><th scope=col>Attributes</th>"
-        f"{extra.get(view.state, '')}</tr></thead><tbody>{_message_rows(view)}</tbody></table></div>"
-        if view.messages
-        else "<p>None.</p>"
-    )
+    if not view.may_look:
+        table = "<p>This access key may not receive this queue's messages, so it cannot look at them.</p>"
+    elif view.messages:
+        table = (
+            "<div class=table-wrap><table class=messages><thead><tr>"
+            "<th scope=col>Message id</th><th scope=col>Sent</th>"
+            "<th scope=col>Receives</th><th scope=col>Body</th><th scope=col>Attributes</th>"
+            f"{extra.get(view.state, '')}</tr></thead><tbody>{_message_rows(view)}</tbody></table></div>"
+        )
+    else:
+        table = "<p>None.</p>"
     return (
         "<section aria-labelledby=messages-title><h2 id=messages-title>Messages</h2>"
         f"<nav class=tabs>{tabs}</nav><p class=muted>Looked at, not received: nothing changes "
