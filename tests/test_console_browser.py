@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import Browser, browser_programs
+from browser_support import BROWSERS, Browser, open_browser
 
 import smq
 from http_support import KEY_ID, SECRET, Server
@@ -16,9 +16,23 @@ SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "assets"
 
 
 @pytest.fixture
-def browser() -> Iterator[Browser]:
-    chromium, driver = browser_programs()
-    made = Browser(chromium, driver)
+def served(keyed_server: tuple[Server, smq.Client]) -> tuple[Server, smq.Client]:
+    """The keyed `smq serve`, its Redis emptied of queues for this test."""
+    server, client = keyed_server
+    for name in client.list_queues():
+        client.delete_queue(name)
+    return server, client
+
+
+@pytest.fixture(params=BROWSERS)
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which browser: each test runs in Chromium and in Firefox."""
+    return str(request.param)
+
+
+@pytest.fixture
+def browser(kind: str) -> Iterator[Browser]:
+    made = open_browser(kind)
     try:
         yield made
     finally:
@@ -26,9 +40,9 @@ def browser() -> Iterator[Browser]:
 
 
 def screenshot(browser: Browser, name: str, tmp_path: Path) -> None:
-    """Keep a screenshot: in the docs when SMQ_SCREENSHOTS=docs, else in the test's folder."""
-    folder = SCREENSHOTS if os.environ.get("SMQ_SCREENSHOTS") == "docs" else tmp_path
-    browser.screenshot(folder / name)
+    """Keep a screenshot: Chromium's in the docs when SMQ_SCREENSHOTS=docs, else in the test's folder."""
+    docs = os.environ.get("SMQ_SCREENSHOTS") == "docs" and type(browser).__name__ == "Chromium"
+    browser.screenshot((SCREENSHOTS if docs else tmp_path) / name)
 
 
 def visible_in_table(browser: Browser, queue: str) -> tuple[str, str] | None:
@@ -42,9 +56,9 @@ def visible_in_table(browser: Browser, queue: str) -> tuple[str, str] | None:
 
 
 def test_sign_in_watch_the_table_change_and_sign_out(
-    keyed_server: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
+    served: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
 ) -> None:
-    server, client = keyed_server
+    server, client = served
     queue = client.create_queue("orders")
     browser.get(server.url + "/console")
     browser.wait_for(lambda: browser.url.endswith("/console/sign-in"), what="the sign-in page")
@@ -94,12 +108,11 @@ def test_sign_in_watch_the_table_change_and_sign_out(
 
 
 def test_the_pages_are_readable_at_phone_width(
-    keyed_server: tuple[Server, smq.Client], tmp_path: Path
+    served: tuple[Server, smq.Client], kind: str, tmp_path: Path
 ) -> None:
-    chromium, driver = browser_programs()
-    phone = Browser(chromium, driver, width=390, height=844)
+    phone = open_browser(kind, width=390, height=844)
     try:
-        server, client = keyed_server
+        server, client = served
         name = "a-queue-with-a-rather-long-name-for-a-small-screen"
         queue = client.create_queue(name)
         queue.send("a body that is long enough to need wrapping on a phone " * 4)
@@ -132,9 +145,9 @@ def sign_in(browser: Browser, url: str) -> None:
 
 
 def test_peek_send_and_purge_on_the_page_of_a_queue(
-    keyed_server: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
+    served: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
 ) -> None:
-    server, client = keyed_server
+    server, client = served
     queue = client.create_queue("jobs")
     queue.send("resize photo 17")
     (held,) = queue.receive(1, visibility_timeout=600)
@@ -172,9 +185,9 @@ def test_peek_send_and_purge_on_the_page_of_a_queue(
 
 
 def test_redrive_shows_its_progress_reaching_the_end(
-    keyed_server: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
+    served: tuple[Server, smq.Client], browser: Browser, tmp_path: Path
 ) -> None:
-    server, client = keyed_server
+    server, client = served
     client.create_queue("mail-dlq")
     source = client.create_queue("mail", redrive_policy=smq.RedrivePolicy("mail-dlq", 1))
     source.send_batch([smq.SendEntry(str(n), f"mail {n}") for n in range(8)])
