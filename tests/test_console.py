@@ -211,6 +211,9 @@ def test_send_from_the_form_and_not_without_the_token(console: tuple[Browser, sm
     token = form_of(browser.request("GET", "/console/queues/orders").text, "/console/queues/orders/send")
     refused = browser.request("POST", "/console/queues/orders/send", {"body": "forged", "csrf": "x"})
     assert refused.status == 403 and queue.attributes().visible == 0
+    stranger = Browser(f"http://{browser.host}:{browser.port}")  # no session at all
+    refused = stranger.request("POST", "/console/queues/orders/send", {"body": "forged", **token})
+    assert refused.status == 403 and queue.attributes().visible == 0
     sent = browser.request("POST", "/console/queues/orders/send", {"body": "hello", "delay": "", **token})
     assert sent.status == 303 and sent.headers["Location"] == "/console/queues/orders?done=sent"
     (message,) = queue.receive(1)
