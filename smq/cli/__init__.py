@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     _queues,
     _send,
     _serve,
+    _spark,
     _top,
     _worker,
 )
