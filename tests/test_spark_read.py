@@ -88,8 +88,8 @@ def test_without_a_queue_option_the_error_says_so(spark: Any) -> None:
         spark.read.format("smq").load()
 
 
-def test_spark_runs_on_the_java_runtime_from_pypi_when_path_has_no_java(tmp_path: Path) -> None:
-    # A PATH with every program of this one but java.
+def _env_without_java(tmp_path: Path) -> dict[str, str]:
+    """This environment, but no JAVA_HOME and a PATH with every program of this one but java."""
     tools = tmp_path / "bin"
     tools.mkdir()
     for folder in [os.path.dirname(sys.executable), *os.environ["PATH"].split(os.pathsep)]:
@@ -97,9 +97,13 @@ def test_spark_runs_on_the_java_runtime_from_pypi_when_path_has_no_java(tmp_path
             if not program.startswith("java") and not (tools / program).exists():
                 (tools / program).symlink_to(os.path.join(folder, program))
     env = {key: value for key, value in os.environ.items() if key != "JAVA_HOME"}
-    env["PATH"] = str(tools)
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env.update(PATH=str(tools), XDG_CACHE_HOME=str(tmp_path / "cache"))
     assert shutil.which("java", path=env["PATH"]) is None
+    return env
+
+
+def test_spark_runs_on_the_java_runtime_from_pypi_when_path_has_no_java(tmp_path: Path) -> None:
+    env = _env_without_java(tmp_path)
     job = (
         "from smq.spark import spark_session, java_home\n"
         "home = java_home()\n"
@@ -121,15 +125,7 @@ def test_without_any_java_the_error_says_how_to_get_one(monkeypatch: pytest.Monk
 
 
 def test_smq_spark_submit_and_java_home_work_with_no_java_on_path(tmp_path: Path) -> None:
-    # A PATH with every program of this one but java: spark-submit alone says JAVA_HOME is not set.
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    for folder in [os.path.dirname(sys.executable), *os.environ["PATH"].split(os.pathsep)]:
-        for program in os.listdir(folder) if os.path.isdir(folder) else []:
-            if not program.startswith("java") and not (tools / program).exists():
-                (tools / program).symlink_to(os.path.join(folder, program))
-    env = {key: value for key, value in os.environ.items() if key != "JAVA_HOME"}
-    env.update(PATH=str(tools), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = _env_without_java(tmp_path)  # where spark-submit alone says JAVA_HOME is not set
     smq_command = str(Path(sys.executable).parent / "smq")
     home = subprocess.run([smq_command, "java-home"], env=env, capture_output=True, text=True, timeout=60)
     assert home.returncode == 0, home.stderr

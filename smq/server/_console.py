@@ -95,18 +95,12 @@ class Console:
         page = queues_page(
             rows, prefix, who, self.sessions.csrf_token(session), more=more, signs_out=self.sessions.signs_in
         )
-        response = _html(page)
-        if cookie is not None:
-            self.set_cookie(response, request, cookie)
-        return response
+        return self.page(request, page, cookie)
 
     async def queues_json(self, request: web.Request) -> web.Response:
         """The queue table's lines as JSON, for the page to update itself."""
-        session = self.sessions.session(request.cookies.get(COOKIE))
-        if session is None:
-            return web.json_response({"error": "signed out"}, status=401)
         prefix = request.query.get("prefix", "").strip()
-        rows, more = await self._rows(self.context(request, session), prefix)
+        rows, more = await self._rows(self.context(request, self.api_session(request)), prefix)
         return web.json_response({"queues": [dataclasses.asdict(row) for row in rows], "more": more})
 
     async def script(self, request: web.Request) -> web.Response:
@@ -123,10 +117,21 @@ class Console:
             return session, None
         if self.sessions.signs_in:
             raise web.HTTPSeeOther("/console/sign-in")
-        cookie = self.sessions.anonymous()
-        made = self.sessions.session(cookie)
-        assert made is not None
-        return made, cookie
+        return self.sessions.anonymous()
+
+    def api_session(self, request: web.Request) -> Session:
+        """The session of a request the pages' script makes; 401 (as JSON) without one."""
+        session = self.sessions.session(request.cookies.get(COOKIE))
+        if session is None:
+            raise web.HTTPUnauthorized(text='{"error": "signed out"}', content_type="application/json")
+        return session
+
+    def page(self, request: web.Request, text: str, cookie: str | None = None) -> web.Response:
+        """A console page; with ``cookie``, the new session ``session_of`` made for it."""
+        response = _html(text)
+        if cookie is not None:
+            self.set_cookie(response, request, cookie)
+        return response
 
     def context(self, request: web.Request, session: Session) -> Context:
         """The context of an API action taken as the session's access key."""

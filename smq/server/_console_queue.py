@@ -17,7 +17,7 @@ from .._errors import SmqError
 from ._authorize import authorize
 from ._console_queue_pages import EDITABLE, EDITABLE_FIFO, STATES, QueueView, purge_confirm_page, queue_page
 from ._console_refusal import MISSING, refusal
-from ._console_sessions import COOKIE, Session
+from ._console_sessions import Session
 from ._context import Context
 from ._errors import SqsError, from_core
 from ._params import integer_text
@@ -52,17 +52,11 @@ class QueuePages:
             view = await self._view(context, session, request.match_info["name"], state)
         except SqsError as error:
             raise refusal(error) from None
-        response = self.console.html(queue_page(view, notice=request.query.get("done", "")))
-        if cookie is not None:
-            self.console.set_cookie(response, request, cookie)
-        return response
+        return self.console.page(request, queue_page(view, notice=request.query.get("done", "")), cookie)
 
     async def counts(self, request: web.Request) -> web.Response:
         """The counts, counters and redrive progress of the page, as JSON."""
-        session = self.console.sessions.session(request.cookies.get(COOKIE))
-        if session is None:
-            return web.json_response({"error": "signed out"}, status=401)
-        context = self.console.context(request, session)
+        context = self.console.context(request, self.console.api_session(request))
         try:
             params = await self._queue_params(context, request.match_info["name"])
             await authorize(context, self.console.service.policies, "GetQueueAttributes", params)
@@ -115,7 +109,7 @@ class QueuePages:
             and form[attribute].strip() != form.get(f"was-{attribute}", current.get(attribute, "")).strip()
         }
         if not changed:
-            raise web.HTTPSeeOther(f"/console/queues/{_quoted(name)}?done=saved")
+            raise web.HTTPSeeOther(f"/console/queues/{quote(name)}?done=saved")
         params["Attributes"] = changed
         return await self._do(request, context, name, "SetQueueAttributes", params, "saved")
 
@@ -141,7 +135,7 @@ class QueuePages:
     async def redrive(self, request: web.Request) -> web.Response:
         name, context, _ = await self._change(request)
         params = await self._queue_params(context, name)
-        arn = (await self._attributes(context, params))["QueueArn"]
+        arn = context.arn_of(context.queue_name(params))
         return await self._do(request, context, name, "StartMessageMoveTask", {"SourceArn": arn}, "redrive")
 
     # -- helpers -------------------------------------------------------------------------------
@@ -174,7 +168,7 @@ class QueuePages:
                 raise refusal(again) from None
             return self.console.html(queue_page(view, error=error.message), status=400)
         suffix = f"&state={state}" if state else ""
-        raise web.HTTPSeeOther(f"/console/queues/{_quoted(name)}?done={done}{suffix}")
+        raise web.HTTPSeeOther(f"/console/queues/{quote(name)}?done={done}{suffix}")
 
     async def _queue_params(self, context: Context, name: str) -> dict[str, Any]:
         """``{"QueueUrl": ...}`` of the queue ``name`` as the session's key knows it."""
@@ -197,7 +191,7 @@ class QueuePages:
         """Status and counts of the newest move task out of this dead-letter queue, if any."""
         if not await self._is_dead_letter(context, params):
             return None
-        arn = (await self._attributes(context, params))["QueueArn"]
+        arn = context.arn_of(context.queue_name(params))
         listed = await self.console.act(context, "ListMessageMoveTasks", {"SourceArn": arn, "MaxResults": 1})
         for newest in listed.get("Results", []):
             return {
@@ -235,7 +229,3 @@ class QueuePages:
             limit=PEEKED,
             may_look=may_look,
         )
-
-
-def _quoted(name: str) -> str:
-    return quote(name)

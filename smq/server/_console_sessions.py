@@ -59,10 +59,10 @@ class Sessions:
         matches = hmac.compare_digest(secret.encode(), (expected or "\0" + secret).encode())
         if expected is None or not matches:
             return None
-        return self._issue(key_id)
+        return self._issue(key_id)[1]
 
-    def anonymous(self) -> str:
-        """A new session cookie for a server without keys."""
+    def anonymous(self) -> tuple[Session, str]:
+        """A new session, and its cookie, for a server without keys."""
         if self._keys:
             raise ValueError("a server with access keys has no anonymous sessions")
         return self._issue("")
@@ -103,12 +103,12 @@ class Sessions:
         """True if ``token`` is this session's CSRF token."""
         return bool(token) and hmac.compare_digest(token or "", self.csrf_token(session))
 
-    def _issue(self, key_id: str) -> str:
+    def _issue(self, key_id: str) -> tuple[Session, str]:
         session = Session(key_id, int(self._now()) + SESSION_SECONDS, _b64(secrets.token_bytes(18)))
         secret = self._secret(key_id)
         assert secret is not None
-        key_text = _b64(key_id.encode())
-        return f"{_VERSION}.{key_text}.{session.expires}.{session.nonce}.{self._mac(secret, session)}"
+        mac = self._mac(secret, session)
+        return session, ".".join((_VERSION, _b64(key_id.encode()), str(session.expires), session.nonce, mac))
 
     def _secret(self, key_id: str) -> bytes | None:
         if not key_id:
