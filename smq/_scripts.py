@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib.resources
+import logging
 import os
 import re
 import select
@@ -20,12 +22,11 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import hiredis
 from redis import Redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
@@ -44,16 +45,41 @@ from ._fork import reset_after_fork
 from ._keys import KINDS, QueueKeys
 from ._replicas import READ_ONLY, Wait
 
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # a C extension: not in a zip shipped with --py-files, say
+    _hiredis_pack = None
+    logging.getLogger("smq").warning(
+        "hiredis could not be loaded: smq packs Redis commands in Python, which is slower"
+    )
+
 _KEY_LINE = re.compile(r"^-- KEYS\[(\d+)\] (\w+) \(", re.MULTILINE)
 
 
+def lua_files() -> Traversable:
+    """The scripts, as package resources of ``smq.lua``: ``lua/`` in a checkout, ``smq/lua``
+    when installed, or inside a zip that holds smq (``smq spark-zip``)."""
+    try:
+        folder = importlib.resources.files("smq.lua")
+    except ModuleNotFoundError:
+        folder = None
+    if folder is None or not folder.joinpath("includes").is_dir():
+        raise FileNotFoundError(
+            "smq's Lua scripts are missing: the package smq.lua (with its includes) is not where smq is"
+        )
+    return folder
+
+
 def lua_dir() -> Path:
-    """The folder holding the scripts: ``smq/lua`` when installed, ``lua/`` in a checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "lua", here.parent / "lua"):
-        if (candidate / "includes").is_dir():
-            return candidate
-    raise FileNotFoundError("smq's Lua scripts are missing from the installation")
+    """The folder holding the scripts, where they are files (a checkout, an installation)."""
+    folder = lua_files()
+    if not isinstance(folder, Path):
+        raise FileNotFoundError(f"smq's Lua scripts are not files of their own here: {folder}")
+    return folder
 
 
 @dataclass(frozen=True)
@@ -101,20 +127,31 @@ _SPUBLISH = "'SPUBLISH'"
 
 @functools.cache
 def _sources() -> dict[str, ScriptSource]:
-    folder = lua_dir()
-    prelude = "".join(p.read_text() + "\n" for p in sorted((folder / "includes").glob("*.lua")))
+    folder = lua_files()
+    prelude = "".join(text + "\n" for _, text in _lua_texts(folder.joinpath("includes")))
     definitions = _definitions(prelude)
     loaded = {}
-    for path in sorted(folder.glob("*.lua")):
-        body = path.read_text()
+    for name, body in _lua_texts(folder):
         text = _prelude_for(body, definitions) + body
-        loaded[path.stem] = ScriptSource(
-            name=path.stem,
+        loaded[name] = ScriptSource(
+            name=name,
             text=text,
             sha=hashlib.sha1(text.encode()).hexdigest(),
-            key_kinds=parse_key_kinds(path.stem, body),
+            key_kinds=parse_key_kinds(name, body),
         )
     return loaded
+
+
+def _lua_texts(folder: Traversable) -> list[tuple[str, str]]:
+    """The ``*.lua`` files of ``folder``, by name: (name without ``.lua``, text)."""
+    found = [entry for entry in folder.iterdir() if entry.name.endswith(".lua") and entry.is_file()]
+    return [
+        (entry.name[: -len(".lua")], entry.read_text(encoding="utf-8")) for entry in sorted(found, key=_name)
+    ]
+
+
+def _name(entry: Traversable) -> str:
+    return entry.name
 
 
 _DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_]\w*)")
@@ -295,7 +332,7 @@ class ScriptRunner:
                     replies.append(error)  # this one did not run; the others' replies follow
             if wait is not None:
                 if not wait.pipelined:
-                    connection.send_packed_command([hiredis.pack_command(wait.command)])
+                    connection.send_packed_command(_packed(connection, [wait.command]))
                 wait.check(connection.read_response())
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
@@ -345,7 +382,7 @@ class ScriptRunner:
             # cut short (a peer gone before the last byte ran nothing).
             connection.connect()
             connected = True
-            connection.send_packed_command([hiredis.pack_command(c) for c in packed])
+            connection.send_packed_command(_packed(connection, packed))
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
             # The node is gone: without a fresh map every later call would ask it again,
@@ -385,7 +422,7 @@ class ScriptRunner:
         if wait is not None:
             try:
                 if not wait.pipelined:
-                    connection.send_packed_command([hiredis.pack_command(wait.command)])
+                    connection.send_packed_command(_packed(connection, [wait.command]))
                 wait.check(connection.read_response())
             except (ConnectionError, TimeoutError, OSError):
                 self._drop(node, connection)
@@ -446,6 +483,13 @@ class ScriptRunner:
             self._held = weakref.WeakSet()
         for connection in held:
             connection.disconnect()
+
+
+def _packed(connection: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
+    """``commands`` in Redis's protocol: by hiredis (C), else by redis-py's packer (Python)."""
+    if _hiredis_pack is not None:
+        return [_hiredis_pack(command) for command in commands]
+    return [chunk for command in commands for chunk in connection.pack_command(*command)]
 
 
 def _any_ran(replies: list[Any]) -> bool:
