@@ -1,29 +1,44 @@
-"""A job on a Spark standalone cluster the test starts itself (master and two workers, by
-``spark-class``, see ``spark_cluster.py``), submitted by ``smq spark-submit --master spark://...``:
-its executors, separate JVMs started by the workers, write 200 rows to a queue through the smq
-sink and read them back with a snapshot read; the executors use this Python, where smq is
-installed (the "installed on each host" way of docs/spark.md)."""
+"""Jobs on a Spark standalone cluster the tests start themselves (a master and two workers, by
+``spark-class``, see ``spark_cluster.py``), submitted by ``smq spark-submit --master spark://...``.
+The executors, JVMs of their own started by the workers, write 200 rows to a queue through the smq
+sink and read them back with a snapshot read; each test gets smq onto them one of the ways
+docs/spark.md names."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import smq
-from spark_cluster import standalone_cluster
+from spark_cluster import StandaloneCluster, standalone_cluster
 
 pytestmark = pytest.mark.slow
 
+SMQ = str(Path(sys.executable).parent / "smq")
+
 JOB = """
 import os
+import sys
 
 from smq.spark import spark_session
 
-spark = spark_session(app_name="smq-cluster-test")
+
+def where(_):
+    # On an executor: the Python that runs the tasks, and where it found smq and redis-py.
+    import importlib.util
+
+    import redis
+    import smq
+
+    yield sys.executable, smq.__file__, redis.__file__, importlib.util.find_spec("hiredis") is not None
+
+
+spark = spark_session(app_name=sys.argv[1])
 url = os.environ["SMQ_REDIS_URL"]
 rows = spark.range(0, 200, 1, 4).selectExpr("concat('row ', id) AS body", "id % 3 AS part")
 rows.write.format("smq").option("url", url).option("queue", "cluster").option(
@@ -32,21 +47,23 @@ rows.write.format("smq").option("url", url).option("queue", "cluster").option(
 read = spark.read.format("smq").option("url", url).option("queue", "cluster").load()
 print("master", spark.sparkContext.master)
 print("read", read.count(), read.select("body").distinct().count())
+for found in sorted(set(spark.sparkContext.parallelize(range(4), 4).mapPartitions(where).collect())):
+    print("executor", *found)
 spark.stop()
 """
 
 
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[StandaloneCluster]:
+    with standalone_cluster(workers=2, cores_per_worker=1, memory="1g") as started:
+        yield started
+
+
 def submit(master: str, job: Path, env: dict[str, str], *options: str) -> subprocess.Popen[str]:
     """Start ``smq spark-submit`` of ``job`` on ``master`` (no UI, small executors), in ``job``'s folder."""
-    command = [str(Path(sys.executable).parent / "smq"), "spark-submit", "--master", master]
-    command += [
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.executor.memory=512m",
-        *options,
-        str(job),
-    ]
+    command = [SMQ, "spark-submit", "--master", master]
+    command += ["--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=512m"]
+    command += [*options, str(job)]
     return subprocess.Popen(
         command, cwd=job.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -62,27 +79,110 @@ def finish(job: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str, 
     return job.returncode, out, err
 
 
-def test_a_job_runs_on_a_standalone_cluster_the_test_starts(redis_client: smq.Client, tmp_path: Path) -> None:
+def run_job(
+    cluster: StandaloneCluster, redis_client: smq.Client, folder: Path, app: str, *options: str, **env: str
+) -> list[list[str]]:
+    """Run JOB as application ``app`` on ``cluster``; check what it did in Redis and on the cluster.
+
+    Returns what each executor's Python said (its executable, smq's and redis-py's files, and
+    whether hiredis is there).
+    """
     queue = redis_client.create_queue("cluster")
-    job = tmp_path / "job.py"
-    job.write_text(JOB)
-    env = {**os.environ, "SMQ_REDIS_URL": redis_client.settings.url}
-    with standalone_cluster(workers=2, cores_per_worker=1, memory="1g") as cluster:
-        running = submit(cluster.master_url, job, env)
-        try:
-            executors = cluster.wait_for_executors(2, timeout=120)  # JVMs of their own, one per worker
-        finally:
-            code, out, err = finish(running)
-        assert code == 0, err[-3000:] + cluster.logs()
-        assert f"master {cluster.master_url}" in out
-        assert "read 200 200" in out
-        (app,) = cluster.status()["completedapps"]
-        assert (app["name"], app["state"]) == ("smq-cluster-test", "FINISHED")
-        # Both workers ran executors of the job (each offers one core; the job asked for all).
-        assert all(any((cluster.folder / "work" / f"worker-{n}").glob("app-*/*/stderr")) for n in (0, 1))
-    assert not any(Path(f"/proc/{pid}").exists() for pid in executors)  # stopped with the cluster
+    job = folder / "job.py"
+    job.write_text(JOB.replace("sys.argv[1]", repr(app)))
+    running = submit(
+        cluster.master_url, job, {**os.environ, "SMQ_REDIS_URL": redis_client.settings.url, **env}, *options
+    )
+    try:
+        executors = cluster.wait_for_executors(2, timeout=120)  # JVMs of their own, one per worker
+    finally:
+        code, out, err = finish(running)
+    assert code == 0, err[-3000:] + cluster.logs()
+    assert f"master {cluster.master_url}" in out
+    assert "read 200 200" in out
+    (done,) = [a for a in cluster.status()["completedapps"] if a["name"] == app]
+    assert done["state"] == "FINISHED"
+    # Both workers ran executors of the job (each offers one core; the job asked for all).
+    logs = [list((cluster.folder / "work" / f"worker-{n}" / done["id"]).glob("*/stderr")) for n in (0, 1)]
+    assert all(logs), cluster.logs()
+    assert not any(_running(pid) for pid in executors)  # they ended with the application
     info = queue.attributes()
     assert (info.visible, info.in_flight, info.delayed) == (200, 0, 0)
     peeked = [m for offset in range(0, 200, 100) for m in queue.peek(limit=100, offset=offset)]
     bodies = {m.body: m.attributes["part"].value for m in peeked}
     assert bodies == {f"row {n}": str(n % 3) for n in range(200)}
+    return [line.split()[1:] for line in out.splitlines() if line.startswith("executor ")]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def executor_logs(cluster: StandaloneCluster, app: str) -> str:
+    (done,) = [a for a in cluster.status()["completedapps"] if a["name"] == app]
+    return "".join(
+        p.read_text(errors="replace") for p in cluster.folder.glob(f"work/*/{done['id']}/*/stderr")
+    )
+
+
+def test_a_job_runs_on_a_standalone_cluster_the_test_starts(
+    cluster: StandaloneCluster, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    """smq installed on each host: the executors run this Python, where smq is installed."""
+    found = run_job(cluster, redis_client, tmp_path, "smq-installed")
+    assert {Path(executable).parent for executable, *_ in found} == {Path(sys.executable).parent}
+    assert {smq_file for _, smq_file, _, _ in found} == {smq.__file__}
+
+
+WARNING = "hiredis could not be loaded: smq packs Redis commands in Python, which is slower"
+
+
+def bare_python(folder: Path) -> Path:
+    """A virtualenv of the Python under this one with nothing of smq's: no smq, redis-py or hiredis.
+
+    It gets pyarrow alone, linked from this environment: Spark's Python data sources need it on
+    every executor, whatever the source (PySpark itself reaches the executors from Spark, as
+    ``pyspark.zip`` on the Python workers' path).
+    """
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    python = folder / "bin" / "python"
+    probe = subprocess.run([python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True)
+    assert probe.stdout.strip() == sys.version  # the same interpreter, as the executors need
+    import pyarrow
+
+    (site,) = folder.glob("lib/python*/site-packages")
+    (site / "pyarrow").symlink_to(Path(pyarrow.__file__).parent)
+    for missing in ("smq", "redis", "hiredis"):
+        check = subprocess.run([python, "-c", f"import {missing}"], capture_output=True, timeout=60)
+        assert check.returncode != 0, f"{missing} is importable in the bare virtualenv"
+    return python
+
+
+def test_py_files_ships_smq_to_executors_that_lack_it(
+    cluster: StandaloneCluster, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    """``spark-submit --py-files smq.zip`` (from ``smq spark-zip``) to executors whose Python has
+    no smq, redis-py or hiredis.
+
+    The cheapest honest setup: the executors' Python (``PYSPARK_PYTHON``) is a fresh virtualenv
+    of the same interpreter with only pyarrow linked in (what Spark's Python data sources need
+    anyway, see ``bare_python``); the driver keeps this Python. So smq and redis-py can come to
+    the tasks only from the zip, and the sink and the snapshot read run on them without hiredis,
+    with its one warning in the executors' logs.
+    """
+    zipped = tmp_path / "smq.zip"
+    subprocess.run([SMQ, "spark-zip", str(zipped)], check=True, capture_output=True, timeout=60)
+    python = bare_python(tmp_path / "bare")
+    found = run_job(
+        cluster, redis_client, tmp_path, "smq-py-files", "--py-files", str(zipped), PYSPARK_PYTHON=str(python)
+    )
+    assert found, "no executor answered"
+    for executable, smq_file, redis_file, hiredis in found:
+        assert executable == str(python)
+        assert "smq.zip" in smq_file and "smq.zip" in redis_file, (smq_file, redis_file)
+        assert hiredis == "False"
+    assert WARNING in executor_logs(cluster, "smq-py-files")
