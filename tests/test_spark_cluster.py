@@ -250,7 +250,7 @@ def test_a_packed_virtualenv_ships_python_and_smq_to_the_executors(
     archive = packed_virtualenv(tmp_path)
     with tarfile.open(archive) as packed:
         safe = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}  # Python 3.10.12+
-        packed.extractall(tmp_path / "environment", **safe)  # type: ignore[arg-type]
+        packed.extractall(tmp_path / "environment", **safe)
     found = run_job(
         cluster,
         redis_client,
