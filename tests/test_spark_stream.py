@@ -185,14 +185,55 @@ def test_a_fifo_stream_keeps_each_group_in_order_within_a_partition(
     seen: list[Any] = []
 
     def each(batch: Any, batch_id: int) -> None:
-        seen.extend(batch.withColumn("part", spark_partition_id()).collect())
+        seen.extend((batch_id, row) for row in batch.withColumn("part", spark_partition_id()).collect())
 
     query = _query(spark, redis_client, "jobs.fifo", tmp_path / "ck", each, numPartitions="3")
     query.trigger(availableNow=True).start().awaitTermination(120)
     by_group: dict[str, list[str]] = {}
-    parts: dict[str, set[int]] = {}
-    for row in seen:
+    parts: dict[tuple[int, str], set[int]] = {}
+    for batch_id, row in seen:
         by_group.setdefault(row.message_group_id, []).append(row.body)
-        parts.setdefault(row.message_group_id, set()).add(row.part)
+        parts.setdefault((batch_id, row.message_group_id), set()).add(row.part)
     assert by_group == {f"g{g}": [f"m-{n}" for n in range(g, 60, 4)] for g in range(4)}
-    assert all(len(p) == 1 for p in parts.values())  # a group's messages stay in one partition
+    # Within a micro-batch, a group's messages are all in one partition (its tasks
+    # received them, and a group in flight gives no message to another receive).
+    assert all(len(p) == 1 for p in parts.values())
+    assert len({part for p in parts.values() for part in p}) > 1  # and the batches were read in parallel
+
+
+def test_a_batch_read_twice_and_a_retried_task_see_the_same_messages(
+    spark: Any, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    from pyspark import TaskContext
+
+    queue = redis_client.create_queue("jobs")
+    for start in range(0, 200, 10):
+        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+    counted: list[int] = []
+    seen: list[str] = []
+
+    def fail_first_attempt(rows: Any) -> Any:
+        if TaskContext.get().attemptNumber() == 0:  # type: ignore[union-attr]
+            raise RuntimeError("this attempt fails")
+        return rows
+
+    def each(batch: Any, batch_id: int) -> None:
+        counted.append(batch.count())  # one evaluation of the batch...
+        ids = batch.rdd.mapPartitions(fail_first_attempt).map(lambda row: row.message_id).collect()
+        seen.extend(ids)  # ...and another, whose tasks each fail once and run again
+
+    options = {"maxMessagesPerBatch": "80", "numPartitions": "4"}
+    query = _query(spark, redis_client, "jobs", tmp_path / "ck", each, **options)
+    query.trigger(availableNow=True).start().awaitTermination(180)
+    assert sorted(counted, reverse=True)[:3] == [80, 80, 40]
+    assert sum(counted) == len(seen) == 200
+    assert len(set(seen)) == 200
+    info = queue.attributes()
+    # Every evaluation after the first read its partition's record: nothing was received twice.
+    assert (info.visible, info.in_flight, info.counters["received"], info.counters["deleted"]) == (
+        0,
+        0,
+        200,
+        200,
+    )
+    assert [k for k in redis_client._redis.scan_iter(match="smq:{jobs}:stream:*")] == []  # records dropped

@@ -1,18 +1,26 @@
-"""Streaming read: micro-batches of received messages, deleted only when Spark commits them.
+"""Streaming read: micro-batches that executor tasks receive, deleted only when Spark commits them.
 
-The reader lives on the driver, in the one Python process that Spark keeps for
-a streaming source. Each trigger, ``latestOffset`` receives up to
-``maxMessagesPerBatch`` messages and names them a new batch; ``partitions``
-hands their rows to the tasks; ``commit`` deletes them once Spark has written
-the batch's output and its commit log. Until then a heartbeat thread keeps
-them invisible. If the driver dies, the heartbeat stops with it and the
-messages come back when their timeout runs out, to be received and processed
-again: at least once, end to end.
+The driver plans; the executors read. Each trigger, ``latestOffset`` (on the
+driver, in the Python process Spark keeps for a streaming source) names a new
+batch when the queue has visible messages, and ``partitions`` splits up to
+``maxMessagesPerBatch`` of them into ``numPartitions`` shares. Each share is a
+task that receives its messages from the queue itself and records them in
+Redis (``smq.spark._stream_read``), so the read grows with the executors. The
+driver keeps every message of a batch hidden (a heartbeat thread extends the
+recorded receipts every third of the timeout) until ``commit``, which Spark
+calls once the batch's output and its commit log are written, and which
+deletes exactly the batch's recorded messages, wherever they were read.
+
+If the driver dies, the heartbeat stops with it and the messages come back
+when their timeout runs out, to be received and processed again: at least
+once, end to end. A task that fails, or an executor lost mid-batch, reads
+again what its partition recorded (or, if it died before recording, its
+messages come back by their timeout).
 
 Offsets are ``{"batch": n}``, increasing. A restarted query replays its
-last uncommitted batch by offset; that batch's messages are no longer held by
-this process (their receipts died with the old one), so it replays as empty,
-and the messages arrive again in a later batch once their timeout runs out.
+last uncommitted batch by offset; this process did not plan that batch (the
+old one did, and its heartbeat died with it), so it replays as empty, and the
+messages arrive again in a later batch once their timeout runs out.
 """
 
 from __future__ import annotations
@@ -20,19 +28,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import zlib
+import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .._client import Client
 from .._errors import SmqError, VisibilityCeilingExceeded
-from .._message import ChangeEntry, DeleteEntry, Message
+from .._message import ChangeEntry, DeleteEntry
 from .._queue import Queue
 from ._options import SourceOptions
-from ._rows import message_row
+from ._stream_read import BatchRecord, ReceivePartition, read_partition, record_seconds
 
 log = logging.getLogger("smq.spark")
 
@@ -44,15 +51,11 @@ except ImportError:  # pragma: no cover - PySpark 4.0 and 4.1
         pass
 
 
-@dataclass
-class RowsPartition(InputPartition):
-    """The rows of part of a micro-batch, carried to the task that reads them."""
-
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
+_POLL_SECONDS = 0.05
 
 
 class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
-    """Receives micro-batches from one queue; deletes a batch when Spark commits it."""
+    """Plans micro-batches of one queue for executor tasks; deletes a batch when Spark commits it."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
@@ -67,7 +70,10 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._setup()
 
     def _setup(self) -> None:
-        self._batches: dict[int, list[Message]] = {}  # batch -> messages not yet committed
+        # Names this run's records: a restarted query's batch numbers may repeat.
+        self._reader = uuid.uuid4().hex[:16]
+        self._planned: dict[int, int] = {}  # batch not yet committed -> messages it may take
+        self._unused = 0  # messages committed batches planned but did not take
         self._lock = threading.Lock()
         self._last = int(time.time() * 1000)  # above any batch number of an earlier run
         self._budget: int | None = None  # Trigger.AvailableNow: messages left to take
@@ -82,69 +88,68 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         return {"batch": 0}
 
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
-        """Receive the next micro-batch; return ``start`` unchanged when the queue has none."""
+        """Plan the next micro-batch if the queue has visible messages; else return ``start``."""
         wanted = self.options.max_messages_per_batch
         max_rows = getattr(limit, "max_rows", None)
         if isinstance(max_rows, int):
             wanted = min(wanted, max_rows)
         if self._budget is not None:
+            self._settle_budget()
             wanted = min(wanted, self._budget)
-        messages = self._receive(wanted) if wanted > 0 else []
         previous = max(self._last, (start or {}).get("batch", 0))
-        if not messages:
-            with self._lock:
-                waiting = any(self._batches.values())
+        with self._lock:
+            waiting = any(self._planned.values())  # a batch that may hold messages awaits its commit
+        if wanted <= 0 or not self._visible_soon():
             if not waiting:
                 return {"batch": previous}
             # Spark commits a batch only when it plans the next one. An empty
             # batch makes it commit the last one now, so its messages are
             # deleted instead of waiting, hidden, for more messages to come.
-            self._last = previous + 1
-            return {"batch": self._last}
-        if self._budget is not None:
-            self._budget -= len(messages)
+            wanted = 0
         batch = previous + 1
         with self._lock:
-            self._batches[batch] = messages
+            self._planned[batch] = wanted
+        if self._budget is not None:
+            self._budget -= wanted
         self._last = batch
         self._start_heartbeat()
         return {"batch": batch}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         with self._lock:
-            messages = [
-                message
-                for batch, held in sorted(self._batches.items())
-                if start["batch"] < batch <= end["batch"]
-                for message in held
-            ]
-        if not messages:
-            return []
-        count = min(self.options.num_partitions, len(messages))
-        parts: list[list[tuple[Any, ...]]] = [[] for _ in range(count)]
-        for n, message in enumerate(messages):
-            # A FIFO group's messages stay together, in order, in one partition.
-            group = message.message_group_id
-            parts[zlib.crc32(group.encode()) % count if group is not None else n % count].append(
-                message_row(message)
-            )
-        return [RowsPartition(rows) for rows in parts if rows]
+            # A batch this process did not plan (a replay after a restart) reads nothing.
+            planned = [(b, n) for b, n in sorted(self._planned.items()) if start["batch"] < b <= end["batch"]]
+        options = self.options
+        parts: list[InputPartition] = []
+        for batch, wanted in planned:
+            record = BatchRecord(options.queue, self._reader, batch)
+            count = min(options.num_partitions, wanted)
+            for index in range(count):
+                share = wanted // count + (1 if index < wanted % count else 0)
+                parts.append(
+                    ReceivePartition(record, index, share, options.visibility_timeout, options.settings)
+                )
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, RowsPartition)
-        return iter(partition.rows)
+        assert isinstance(partition, ReceivePartition)
+        return read_partition(partition)
 
     def commit(self, end: dict[str, int]) -> None:
-        """Spark has committed every batch up to ``end``: delete their messages."""
+        """Spark has committed every batch up to ``end``: delete their messages and records."""
         with self._lock:
-            done = [batch for batch in self._batches if batch <= end["batch"]]
-            messages = [m for batch in done for m in self._batches.pop(batch)]
-        for chunk in _chunks(messages):
-            result = self._queue().delete_batch(
-                [DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(chunk)]
-            )
-            for failure in result.failed:
-                log.warning("smq: delete of a committed message failed: %s", failure.message)
+            done = {batch: wanted for batch, wanted in self._planned.items() if batch <= end["batch"]}
+            for batch in done:
+                del self._planned[batch]
+        for batch, wanted in sorted(done.items()):
+            record = self._record(batch)
+            receipts = self._receipts(record)
+            self._unused += max(0, wanted - len(receipts))
+            for chunk in _chunks(receipts):
+                result = self._queue().delete_batch([DeleteEntry(str(i), r) for i, r in enumerate(chunk)])
+                for failure in result.failed:
+                    log.warning("smq: delete of a committed message failed: %s", failure.message)
+            self._drop(record)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: take only as many messages as are visible now."""
@@ -161,12 +166,16 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         """
         self._stopping.set()
         with self._lock:
-            messages = [m for held in self._batches.values() for m in held]
-            self._batches.clear()
-        try:
-            self._change(messages, 0)
-        except SmqError as error:
-            log.warning("smq: could not release %d uncommitted messages: %s", len(messages), error)
+            batches = sorted(self._planned)
+            self._planned.clear()
+        for batch in batches:
+            record = self._record(batch)
+            try:
+                receipts = self._receipts(record)
+                self._change(receipts, 0)
+                self._drop(record)
+            except SmqError as error:
+                log.warning("smq: could not release the messages of an uncommitted batch: %s", error)
         if self._client is not None:
             self._client.close()
 
@@ -178,39 +187,70 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             self._held = self._client.get_queue(self.options.queue)
         return self._held
 
-    def _receive(self, wanted: int) -> list[Message]:
-        queue = self._queue()
-        timeout = self.options.visibility_timeout
-        # The first receive may wait for a message; the rest take what is there.
-        got = queue.receive(
-            min(10, wanted), visibility_timeout=timeout, wait_time_seconds=self.options.wait_time_seconds
-        )
-        messages = list(got)
-        while got and len(messages) < wanted:
-            got = queue.receive(
-                min(10, wanted - len(messages)), visibility_timeout=timeout, wait_time_seconds=0
-            )
-            messages += got
-        return messages
+    def _record(self, batch: int) -> BatchRecord:
+        return BatchRecord(self.options.queue, self._reader, batch)
 
-    def _change(self, messages: list[Message], timeout: int) -> list[Message]:
-        """Set ``timeout`` on ``messages``; return those whose receipt no longer holds them.
+    def _receipts(self, record: BatchRecord) -> list[str]:
+        """The receipts the batch's tasks recorded, in partition order."""
+        self._queue()
+        assert self._client is not None
+        flat = self._client._read(
+            "read a micro-batch", record.queue, record.receipts, "HGETALL", record.receipts
+        )
+        pairs = (
+            flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+        )  # RESP3 or RESP2
+        by_part = {int(part): receipts.decode() for part, receipts in pairs}
+        return [r for part in sorted(by_part) for r in by_part[part].split()]
+
+    def _drop(self, record: BatchRecord) -> None:
+        assert self._client is not None
+        what = "drop a micro-batch's record"
+        self._client._write(what, record.queue, record.rows, "DEL", record.rows)
+        self._client._write(what, record.queue, record.receipts, "DEL", record.receipts)
+
+    def _visible_soon(self) -> bool:
+        """Whether the queue has visible messages, waiting up to ``waitTimeSeconds`` for one."""
+        deadline = time.monotonic() + self.options.wait_time_seconds
+        while True:
+            if self._queue().attributes().visible > 0:
+                return True
+            if time.monotonic() >= deadline or self._stopping.is_set():
+                return False
+            time.sleep(_POLL_SECONDS)
+
+    def _settle_budget(self) -> None:
+        """Trigger.AvailableNow: give back what committed batches planned but did not take."""
+        assert self._budget is not None
+        self._budget += self._unused
+        self._unused = 0
+
+    def _change(self, receipts: list[str], timeout: int) -> int:
+        """Set ``timeout`` on the messages of ``receipts``; return how many are no longer held.
 
         A message at its 12-hour ceiling cannot be extended further but is still
-        held until then: it stays in its batch, and a commit before the ceiling
-        still deletes it.
+        held until then: a commit before the ceiling still deletes it.
         """
-        lost: list[Message] = []
-        for chunk in _chunks(messages):
+        lost = 0
+        for chunk in _chunks(receipts):
             result = self._queue().change_visibility_batch(
-                [ChangeEntry(str(i), m.receipt_handle, timeout) for i, m in enumerate(chunk)]
+                [ChangeEntry(str(i), r, timeout) for i, r in enumerate(chunk)]
             )
             for failure in result.failed:
                 if failure.code == VisibilityCeilingExceeded.__name__:
                     log.warning("smq: a micro-batch message reached its 12-hour ceiling: %s", failure.message)
                 else:
-                    lost.append(chunk[int(failure.id)])
+                    lost += 1
         return lost
+
+    def _keep(self, record: BatchRecord) -> int:
+        """Extend a batch's records and messages; return how many messages are no longer held."""
+        self._queue()
+        assert self._client is not None
+        lasting = record_seconds(self.options.visibility_timeout)
+        for key in (record.rows, record.receipts):
+            self._client._write("keep a micro-batch's record", record.queue, key, "EXPIRE", key, lasting)
+        return self._change(self._receipts(record), self.options.visibility_timeout)
 
     def _start_heartbeat(self) -> None:
         if self._heartbeat is None:
@@ -218,30 +258,30 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             self._heartbeat.start()
 
     def _beat(self) -> None:
-        """Every third of the timeout, extend every uncommitted message by a full timeout."""
+        """Every third of the timeout, extend every recorded, uncommitted message by a full timeout."""
         interval = max(0.2, self.options.visibility_timeout / 3)
         while not self._stopping.wait(interval):
             with self._lock:
-                held = [m for messages in self._batches.values() for m in messages]
-            try:
-                lost = self._change(held, self.options.visibility_timeout)
-            except SmqError as error:  # Redis away: try again next beat
-                log.warning("smq: heartbeat failed: %s", error)
-                continue
-            if lost:
-                # Another receive holds them now (this lease ran out first): the
-                # batch still carries them, so they will be processed twice.
-                log.warning(
-                    "smq: %d in-flight messages of a micro-batch were taken by another receive", len(lost)
-                )
-                gone = {m.receipt_handle for m in lost}
+                batches = sorted(self._planned)
+            for batch in batches:
+                try:
+                    lost = self._keep(self._record(batch))
+                except SmqError as error:  # Redis away: try again next beat
+                    log.warning("smq: heartbeat failed: %s", error)
+                    break
+                except Exception:  # a bug: say so, and keep beating for the other batches
+                    log.exception("smq: heartbeat failed")
+                    continue
                 with self._lock:
-                    self._batches = {
-                        batch: [m for m in messages if m.receipt_handle not in gone]
-                        for batch, messages in self._batches.items()
-                    }
+                    committed = batch not in self._planned
+                if lost and not committed:
+                    # Another receive holds them now (this lease ran out first):
+                    # they will be processed twice.
+                    log.warning(
+                        "smq: %d in-flight messages of a micro-batch were taken by another receive", lost
+                    )
 
 
-def _chunks(messages: list[Message]) -> Iterator[list[Message]]:
-    for start in range(0, len(messages), 10):
-        yield messages[start : start + 10]
+def _chunks(items: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(items), 10):
+        yield items[start : start + 10]

@@ -1,0 +1,187 @@
+"""The tasks' side of the streaming source: each partition receives its share of a micro-batch.
+
+A task receives its messages from the queue itself, on the executor, and
+records them in Redis before it gives Spark a row: the rows (for any later
+evaluation of the same partition) and the receipts (for the driver, which
+keeps the messages hidden while the batch runs and deletes them when Spark
+commits it). Spark may evaluate a partition more than once (a retried task,
+a batch a ``foreachBatch`` function reads twice, a speculative copy): every
+evaluation after the first that recorded reads the same rows back, so all of
+them see the same messages, and the receipts the driver deletes are those of
+the rows Spark was given.
+
+Two evaluations that receive at once both hold messages; the first to record
+wins, and the other lets its messages go (visibility 0) and returns the
+winner's rows. A task that dies between its receive and its record leaves
+messages no record names: nobody keeps them hidden, and they come back when
+their visibility timeout runs out, to be received again.
+
+The records of a batch are two hashes under the queue's hash tag (so on a
+Redis Cluster they live on the queue's node):
+``smq:{<queue>}:stream:<reader>:<batch>:rows`` and ``...:receipts``, field:
+the partition number. The driver deletes them on commit; until then its
+heartbeat keeps them alive with the messages. The records of a driver that
+died expire a minute after three visibility timeouts, as its messages come back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from pyspark.sql.datasource import InputPartition
+
+from .._client import Client
+from .._errors import SmqError
+from .._keys import QueueKeys
+from .._message import ChangeEntry, Message
+from .._queue import Queue
+from .._settings import Settings
+from ._rows import attribute_strings
+
+
+def record_seconds(visibility_timeout: int) -> int:
+    """How long a batch's records outlive the last heartbeat that kept them."""
+    return 3 * visibility_timeout + 60
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """Where the messages of one micro-batch of one reader are recorded."""
+
+    queue: str
+    reader: str
+    batch: int
+
+    def _key(self, part: str) -> str:
+        base = QueueKeys.of(self.queue).meta.removesuffix("meta")
+        return f"{base}stream:{self.reader}:{self.batch}:{part}"
+
+    @property
+    def rows(self) -> str:
+        return self._key("rows")
+
+    @property
+    def receipts(self) -> str:
+        return self._key("receipts")
+
+
+@dataclass
+class ReceivePartition(InputPartition):
+    """One task's share of a micro-batch: up to ``wanted`` messages, received by the task."""
+
+    record: BatchRecord
+    index: int
+    wanted: int
+    visibility_timeout: int
+    settings: Settings
+
+
+# One client per Python worker process: Spark reuses its workers from task to task.
+_CLIENTS: dict[Settings, Client] = {}
+
+
+def client_for(settings: Settings) -> Client:
+    client = _CLIENTS.get(settings)
+    if client is None:
+        client = _CLIENTS[settings] = Client(settings=settings)
+    return client
+
+
+def read_partition(partition: ReceivePartition) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``partition``: those recorded by an earlier evaluation, else newly received."""
+    client = client_for(partition.settings)
+    record = partition.record
+    queue = client.get_queue(record.queue)
+    field = str(partition.index)
+    stored = _recorded(client, record, field)
+    if stored is None:
+        messages = _receive(queue, partition.wanted, partition.visibility_timeout)
+        payload = json.dumps([_entry(m) for m in messages], separators=(",", ":"))
+        if _claim(partition, client, payload, [m.receipt_handle for m in messages]):
+            stored = payload
+        else:
+            # Another evaluation of this partition recorded first: its rows stand.
+            _release(queue, messages)
+            stored = _recorded(client, record, field)
+            if stored is None:  # its record expired in between: nothing to give
+                return iter(())
+    return (_row(entry) for entry in json.loads(stored))
+
+
+def _recorded(client: Client, record: BatchRecord, field: str) -> str | None:
+    value = client._read("read a micro-batch", record.queue, record.rows, "HGET", record.rows, field)
+    return None if value is None else value.decode()
+
+
+def _claim(partition: ReceivePartition, client: Client, payload: str, receipts: list[str]) -> bool:
+    """Record the rows if no evaluation has; then (the winner only) the receipts."""
+    what, record, field = "record a micro-batch", partition.record, str(partition.index)
+    lasting = record_seconds(partition.visibility_timeout)
+    if not client._write(what, record.queue, record.rows, "HSETNX", record.rows, field, payload):
+        return False
+    client._write(what, record.queue, record.rows, "EXPIRE", record.rows, lasting)
+    client._write(what, record.queue, record.receipts, "HSET", record.receipts, field, " ".join(receipts))
+    client._write(what, record.queue, record.receipts, "EXPIRE", record.receipts, lasting)
+    return True
+
+
+def _receive(queue: Queue, wanted: int, timeout: int) -> list[Message]:
+    messages: list[Message] = []
+    while len(messages) < wanted:
+        got = queue.receive(min(10, wanted - len(messages)), visibility_timeout=timeout, wait_time_seconds=0)
+        if not got:
+            break
+        messages += got
+    return messages
+
+
+def _release(queue: Queue, messages: list[Message]) -> None:
+    for start in range(0, len(messages), 10):
+        chunk = messages[start : start + 10]
+        try:
+            queue.change_visibility_batch(
+                [ChangeEntry(str(i), m.receipt_handle, 0) for i, m in enumerate(chunk)]
+            )
+        except SmqError:
+            pass  # they come back when their timeout runs out instead
+
+
+def _entry(message: Message) -> list[Any]:
+    return [
+        message.message_id,
+        message.body,
+        attribute_strings(message.attributes),
+        message.sent_at,
+        message.receive_count,
+        message.first_received_at,
+        message.message_group_id,
+        message.sequence_number,
+        message.deduplication_id,
+    ]
+
+
+def _time(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=timezone.utc)
+
+
+def _row(entry: list[Any]) -> tuple[Any, ...]:
+    """A recorded message's row, as ``smq.spark._rows.message_row`` makes it."""
+    message_id, body, attributes, sent, count, first, group, sequence, dedup = entry
+    return (
+        message_id,
+        body,
+        attributes,
+        _time(sent),
+        count,
+        _time(first),
+        group,
+        sequence,
+        dedup,
+        "in_flight",
+        None,
+        None,
+    )

@@ -1,0 +1,70 @@
+"""The streaming source's tasks, without Spark: records, re-reads and a lost race, on real Redis."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import smq
+from smq.spark import _stream_read
+from smq.spark._stream_read import BatchRecord, ReceivePartition, read_partition
+
+pytest.importorskip("pyspark")
+
+
+def _partition(client: smq.Client, index: int = 0, wanted: int = 25) -> ReceivePartition:
+    return ReceivePartition(BatchRecord("jobs", "r1", 7), index, wanted, 30, client.settings)
+
+
+def test_a_partition_receives_its_share_once_and_records_it(redis_client: smq.Client) -> None:
+    queue = redis_client.create_queue("jobs")
+    for start in range(0, 40, 10):
+        queue.send_batch(
+            [smq.SendEntry(f"e{n}", f"m-{n}", attributes={"n": n}) for n in range(start, start + 10)]
+        )
+    first = list(read_partition(_partition(redis_client)))
+    again = list(read_partition(_partition(redis_client)))
+    assert first == again and len(first) == 25
+    assert {row[9] for row in first} == {"in_flight"} and first[0][2] == {"n": first[0][1].split("-")[1]}
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters["received"]) == (15, 25, 25)
+    record = BatchRecord("jobs", "r1", 7)
+    receipts = redis_client._redis.hget(record.receipts, "0").decode().split()
+    assert len(receipts) == 25 and all(r.startswith("jobs:") for r in receipts)
+    assert 0 < redis_client._redis.ttl(record.rows) <= 3 * 30 + 60
+    other = list(read_partition(_partition(redis_client, index=1)))  # another share: other messages
+    assert len(other) == 15 and not {row[0] for row in other} & {row[0] for row in first}
+
+
+def test_an_evaluation_that_loses_the_race_lets_its_messages_go(
+    redis_client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = redis_client.create_queue("jobs")
+    queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(10)])
+    record = BatchRecord("jobs", "r1", 7)
+    winner = [["id-w", "won", {}, 1.0, 1, 1.0, None, None, None]]
+    redis_client._redis.hset(record.rows, "0", json.dumps(winner))
+    looked: list[int] = []
+    real = _stream_read._recorded
+
+    def first_sees_nothing(*args: Any) -> Any:
+        looked.append(1)
+        return None if len(looked) == 1 else real(*args)  # the winner recorded after this look
+
+    monkeypatch.setattr(_stream_read, "_recorded", first_sees_nothing)
+    rows = list(read_partition(_partition(redis_client, wanted=5)))
+    assert [(row[0], row[1]) for row in rows] == [("id-w", "won")]
+    info = queue.attributes()
+    # It received 5, lost the claim, and let them go at once: all 10 visible, none in flight.
+    assert (info.visible, info.in_flight, info.counters["received"]) == (10, 0, 5)
+    assert redis_client._redis.hget(record.receipts, "0") is None  # the loser recorded no receipts
+
+
+def test_an_empty_share_is_recorded_so_every_evaluation_agrees(redis_client: smq.Client) -> None:
+    queue = redis_client.create_queue("jobs")
+    assert list(read_partition(_partition(redis_client))) == []
+    queue.send("late")
+    assert list(read_partition(_partition(redis_client))) == []  # the first evaluation saw none
+    assert queue.attributes().visible == 1
