@@ -9,16 +9,18 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import smq
-from spark_cluster import StandaloneCluster, standalone_cluster
+from spark_cluster import StandaloneCluster, descendants, standalone_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -266,3 +268,86 @@ def test_a_packed_virtualenv_ships_python_and_smq_to_the_executors(
         assert "/environment/lib/" in smq_file and "/environment/lib/" in redis_file, (smq_file, redis_file)
         assert hiredis == "True"
     assert WARNING not in executor_logs(cluster, "smq-archives")
+
+
+STREAM_JOB = """
+import os
+import time
+from pathlib import Path
+
+import smq
+from smq.spark import spark_session
+
+url, folder = os.environ["SMQ_REDIS_URL"], Path(os.environ["JOB_FOLDER"])
+spark = spark_session(app_name="killed-executor")
+
+
+def slow(rows):
+    # On an executor: say which Python reads this partition, then take a while over it.
+    for n, row in enumerate(rows):
+        if n == 0:
+            (folder / f"task-{os.getpid()}").touch()
+        time.sleep(0.02)
+        yield row.message_id
+
+
+def each(batch, batch_id):
+    ids = batch.rdd.mapPartitions(slow).collect()
+    with (folder / "done.txt").open("a") as done:
+        done.writelines(f"{batch_id} {message_id}\\n" for message_id in ids)
+
+
+stream = (
+    spark.readStream.format("smq").option("url", url).option("queue", "stream")
+    .option("numPartitions", "2").option("maxMessagesPerBatch", "300").option("visibilityTimeout", "4")
+    .load()
+)
+query = stream.writeStream.foreachBatch(each).option("checkpointLocation", str(folder / "ck")).start()
+queue = smq.Client(url).get_queue("stream")
+deadline = time.monotonic() + 240
+while time.monotonic() < deadline:
+    info = queue.attributes()
+    if info.visible + info.in_flight == 0 and info.counters.get("deleted", 0) >= 1000:
+        break
+    time.sleep(0.2)
+query.stop()
+spark.stop()
+"""
+
+
+def test_an_executor_killed_mid_batch_loses_and_repeats_nothing(
+    cluster: StandaloneCluster, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    """kill -9 of an executor JVM while its task reads a micro-batch: Spark runs the task again
+    elsewhere, and the new attempt reads the partition's record (the same messages, still hidden
+    by the driver's heartbeat); the batch is written once, and its commit deletes it."""
+    queue = redis_client.create_queue("stream")
+    for start in range(0, 1000, 10):
+        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+    job = tmp_path / "stream_job.py"
+    job.write_text(STREAM_JOB)
+    env = {**os.environ, "SMQ_REDIS_URL": redis_client.settings.url, "JOB_FOLDER": str(tmp_path)}
+    running = submit(cluster.master_url, job, env)
+    killed: list[int] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not killed and time.monotonic() < deadline and running.poll() is None:
+            readers = [int(p.name.removeprefix("task-")) for p in tmp_path.glob("task-*")]
+            for executor in cluster.executor_pids():
+                if any(reader in descendants(executor) for reader in readers):
+                    os.kill(executor, signal.SIGKILL)  # mid-batch: its task is reading rows
+                    killed.append(executor)
+                    break
+            time.sleep(0.05)
+    finally:
+        code, out, err = finish(running)
+    assert killed, "no executor was seen reading a batch"
+    assert code == 0, "\n".join(line for line in err.splitlines() if " INFO " not in line)[-3000:]
+    assert "ExecutorLostFailure" in err or "Lost executor" in err  # Spark saw it die
+    done = [line.split()[1] for line in (tmp_path / "done.txt").read_text().splitlines()]
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters["deleted"]) == (0, 0, 1000)
+    assert len(done) == len(set(done)) == 1000  # every message written, none twice
+    # The task was killed after it recorded its share (it had begun to give rows): its next
+    # attempt read the record, so no message was received twice.
+    assert info.counters["received"] == 1000
