@@ -68,3 +68,25 @@ def test_an_empty_share_is_recorded_so_every_evaluation_agrees(redis_client: smq
     queue.send("late")
     assert list(read_partition(_partition(redis_client))) == []  # the first evaluation saw none
     assert queue.attributes().visible == 1
+
+
+def test_a_task_deletes_the_committed_shares_it_is_handed_before_it_receives(
+    redis_client: smq.Client,
+) -> None:
+    queue = redis_client.create_queue("jobs")
+    for start in range(0, 60, 10):
+        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+    old = BatchRecord("jobs", "r1", 6)
+    first = [ReceivePartition(old, index, 15, 30, redis_client.settings) for index in (0, 1)]
+    taken = [row[0] for part in first for row in read_partition(part)]
+    assert len(taken) == 30 and queue.attributes().in_flight == 30
+    # Batch 6 committed: batch 7's one task deletes both of its shares, then takes 25 more.
+    later = ReceivePartition(
+        BatchRecord("jobs", "r1", 7), 0, 25, 30, redis_client.settings, ((old, 0), (old, 1))
+    )
+    rows = list(read_partition(later))
+    info = queue.attributes()
+    assert (len(rows), info.visible, info.in_flight, info.counters["deleted"]) == (25, 5, 25, 30)
+    assert not {row[0] for row in rows} & set(taken)
+    again = list(read_partition(later))  # a re-evaluation reads its record and deletes nothing more
+    assert again == rows and queue.attributes().counters["deleted"] == 30

@@ -73,6 +73,10 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         # Names this run's records: a restarted query's batch numbers may repeat.
         self._reader = uuid.uuid4().hex[:16]
         self._planned: dict[int, int] = {}  # batch not yet committed -> messages it may take
+        self._parts: dict[int, int] = {}  # batch -> its partitions (its record's fields 0 .. n-1)
+        self._partitioned: set[int] = set()  # batches whose partitions Spark has asked for
+        # Committed batches whose messages the tasks of a later batch delete:
+        self._handed: dict[int, list[int]] = {}  # later batch -> the committed batches it deletes
         self._unused = 0  # messages committed batches planned but did not take
         self._lock = threading.Lock()
         self._last = int(time.time() * 1000)  # above any batch number of an earlier run
@@ -124,10 +128,21 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         for batch, wanted in planned:
             record = BatchRecord(options.queue, self._reader, batch)
             count = min(options.num_partitions, wanted)
+            with self._lock:
+                self._parts[batch] = count
+                self._partitioned.add(batch)
+                handed = [
+                    (self._record(old), field)
+                    for old in self._handed.get(batch, [])
+                    for field in range(self._parts.get(old, 0))
+                ]
             for index in range(count):
                 share = wanted // count + (1 if index < wanted % count else 0)
+                deletes = tuple(handed[index::count])
                 parts.append(
-                    ReceivePartition(record, index, share, options.visibility_timeout, options.settings)
+                    ReceivePartition(
+                        record, index, share, options.visibility_timeout, options.settings, deletes
+                    )
                 )
         return parts
 
@@ -136,20 +151,34 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         return read_partition(partition)
 
     def commit(self, end: dict[str, int]) -> None:
-        """Spark has committed every batch up to ``end``: delete their messages and records."""
+        """Spark has committed every batch up to ``end``: have their messages deleted.
+
+        Spark calls this while it plans the next batch, before that batch's
+        tasks run: when the next batch will run tasks, they delete these
+        messages (riding on their receives), so deleting grows with the
+        executors too. Otherwise (an empty batch) the driver deletes them now.
+        Until they are deleted the heartbeat keeps them hidden.
+        """
         with self._lock:
             done = {batch: wanted for batch, wanted in self._planned.items() if batch <= end["batch"]}
             for batch in done:
                 del self._planned[batch]
+            # The batches that the tasks of a committed batch deleted are gone now.
+            deleted = [old for batch in done for old in self._handed.pop(batch, [])]
+            later = [b for b, wanted in self._planned.items() if wanted > 0 and b not in self._partitioned]
+            carrier = min(later) if later else None
+            if carrier is not None:
+                self._handed.setdefault(carrier, []).extend(sorted(done))
+        for old in deleted:
+            self._drop(self._record(old))
         for batch, wanted in sorted(done.items()):
             record = self._record(batch)
-            receipts = self._receipts(record)
-            self._unused += max(0, wanted - len(receipts))
-            for chunk in _chunks(receipts):
-                result = self._queue().delete_batch([DeleteEntry(str(i), r) for i, r in enumerate(chunk)])
-                for failure in result.failed:
-                    log.warning("smq: delete of a committed message failed: %s", failure.message)
-            self._drop(record)
+            if self._budget is not None or carrier is None:
+                receipts = self._receipts(record)
+                self._unused += max(0, wanted - len(receipts))
+            if carrier is None:
+                self._delete(receipts)
+                self._drop(record)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: take only as many messages as are visible now."""
@@ -168,6 +197,15 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         with self._lock:
             batches = sorted(self._planned)
             self._planned.clear()
+            committed = sorted(old for olds in self._handed.values() for old in olds)
+            self._handed.clear()
+        for batch in committed:  # committed, but the tasks that were to delete them never ran
+            try:
+                record = self._record(batch)
+                self._delete(self._receipts(record))
+                self._drop(record)
+            except SmqError as error:
+                log.warning("smq: could not delete the messages of a committed batch: %s", error)
         for batch in batches:
             record = self._record(batch)
             try:
@@ -203,8 +241,18 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         by_part = {int(part): receipts.decode() for part, receipts in pairs}
         return [r for part in sorted(by_part) for r in by_part[part].split()]
 
+    def _delete(self, receipts: list[str]) -> None:
+        for chunk in _chunks(receipts):
+            result = self._queue().delete_batch([DeleteEntry(str(i), r) for i, r in enumerate(chunk)])
+            for failure in result.failed:
+                log.warning("smq: delete of a committed message failed: %s", failure.message)
+
     def _drop(self, record: BatchRecord) -> None:
+        self._queue()
         assert self._client is not None
+        with self._lock:
+            self._parts.pop(record.batch, None)
+            self._partitioned.discard(record.batch)
         what = "drop a micro-batch's record"
         self._client._write(what, record.queue, record.rows, "DEL", record.rows)
         self._client._write(what, record.queue, record.receipts, "DEL", record.receipts)
@@ -263,7 +311,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         while not self._stopping.wait(interval):
             with self._lock:
                 batches = sorted(self._planned)
-            for batch in batches:
+                committed = {old for olds in self._handed.values() for old in olds}
+            for batch in sorted({*batches, *committed}):
                 try:
                     lost = self._keep(self._record(batch))
                 except SmqError as error:  # Redis away: try again next beat
@@ -273,8 +322,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                     log.exception("smq: heartbeat failed")
                     continue
                 with self._lock:
-                    committed = batch not in self._planned
-                if lost and not committed:
+                    settled = batch not in self._planned  # committed: its deletes fail as they happen
+                if lost and not settled:
                     # Another receive holds them now (this lease ran out first):
                     # they will be processed twice.
                     log.warning(
