@@ -14,6 +14,11 @@ from smq.spark._stream_read import BatchRecord, ReceivePartition, read_partition
 pytest.importorskip("pyspark")
 
 
+def _rows(partition: ReceivePartition) -> list[tuple[Any, ...]]:
+    """The rows a task gives Spark (one Arrow record batch), as tuples in the schema's order."""
+    return [tuple(row.values()) for batch in read_partition(partition) for row in batch.to_pylist()]
+
+
 def _partition(client: smq.Client, index: int = 0, wanted: int = 25) -> ReceivePartition:
     return ReceivePartition(BatchRecord("jobs", "r1", 7), index, wanted, 30, client.settings)
 
@@ -24,17 +29,17 @@ def test_a_partition_receives_its_share_once_and_records_it(redis_client: smq.Cl
         queue.send_batch(
             [smq.SendEntry(f"e{n}", f"m-{n}", attributes={"n": n}) for n in range(start, start + 10)]
         )
-    first = list(read_partition(_partition(redis_client)))
-    again = list(read_partition(_partition(redis_client)))
+    first = _rows(_partition(redis_client))
+    again = _rows(_partition(redis_client))
     assert first == again and len(first) == 25
-    assert {row[9] for row in first} == {"in_flight"} and first[0][2] == {"n": first[0][1].split("-")[1]}
+    assert {row[9] for row in first} == {"in_flight"} and first[0][2] == [("n", first[0][1].split("-")[1])]
     info = queue.attributes()
     assert (info.visible, info.in_flight, info.counters["received"]) == (15, 25, 25)
     record = BatchRecord("jobs", "r1", 7)
     receipts = redis_client._redis.hget(record.receipts, "0").decode().split()
     assert len(receipts) == 25 and all(r.startswith("jobs:") for r in receipts)
     assert 0 < redis_client._redis.ttl(record.rows) <= 3 * 30 + 60
-    other = list(read_partition(_partition(redis_client, index=1)))  # another share: other messages
+    other = _rows(_partition(redis_client, index=1))  # another share: other messages
     assert len(other) == 15 and not {row[0] for row in other} & {row[0] for row in first}
 
 
@@ -54,7 +59,7 @@ def test_an_evaluation_that_loses_the_race_lets_its_messages_go(
         return None if len(looked) == 1 else real(*args)  # the winner recorded after this look
 
     monkeypatch.setattr(_stream_read, "_recorded", first_sees_nothing)
-    rows = list(read_partition(_partition(redis_client, wanted=5)))
+    rows = _rows(_partition(redis_client, wanted=5))
     assert [(row[0], row[1]) for row in rows] == [("id-w", "won")]
     info = queue.attributes()
     # It received 5, lost the claim, and let them go at once: all 10 visible, none in flight.
@@ -64,9 +69,9 @@ def test_an_evaluation_that_loses_the_race_lets_its_messages_go(
 
 def test_an_empty_share_is_recorded_so_every_evaluation_agrees(redis_client: smq.Client) -> None:
     queue = redis_client.create_queue("jobs")
-    assert list(read_partition(_partition(redis_client))) == []
+    assert _rows(_partition(redis_client)) == []
     queue.send("late")
-    assert list(read_partition(_partition(redis_client))) == []  # the first evaluation saw none
+    assert _rows(_partition(redis_client)) == []  # the first evaluation saw none
     assert queue.attributes().visible == 1
 
 
@@ -78,15 +83,31 @@ def test_a_task_deletes_the_committed_shares_it_is_handed_before_it_receives(
         queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
     old = BatchRecord("jobs", "r1", 6)
     first = [ReceivePartition(old, index, 15, 30, redis_client.settings) for index in (0, 1)]
-    taken = [row[0] for part in first for row in read_partition(part)]
+    taken = [row[0] for part in first for row in _rows(part)]
     assert len(taken) == 30 and queue.attributes().in_flight == 30
     # Batch 6 committed: batch 7's one task deletes both of its shares, then takes 25 more.
     later = ReceivePartition(
         BatchRecord("jobs", "r1", 7), 0, 25, 30, redis_client.settings, ((old, 0), (old, 1))
     )
-    rows = list(read_partition(later))
+    rows = _rows(later)
     info = queue.attributes()
     assert (len(rows), info.visible, info.in_flight, info.counters["deleted"]) == (25, 5, 25, 30)
     assert not {row[0] for row in rows} & set(taken)
-    again = list(read_partition(later))  # a re-evaluation reads its record and deletes nothing more
+    again = _rows(later)  # a re-evaluation reads its record and deletes nothing more
     assert again == rows and queue.attributes().counters["deleted"] == 30
+
+
+def test_the_arrow_batch_has_the_schema_spark_expects(spark: Any) -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from smq.spark._source import MESSAGE_SCHEMA
+    from smq.spark._stream_read import arrow_batch, arrow_schema
+
+    expected = to_arrow_schema(StructType.fromDDL(MESSAGE_SCHEMA), timezone="UTC")
+    assert arrow_schema().equals(expected)
+    entry = ["id", "body", {"a": "1"}, 1_700_000_000.123456, 2, 1_700_000_001.5, "g", "7", "d"]
+    (row,) = arrow_batch([entry]).to_pylist()
+    assert row["attributes"] == [("a", "1")] and row["receive_count"] == 2
+    assert row["sent_timestamp"].timestamp() == 1_700_000_000.123456
+    assert (row["state"], row["visible_timestamp"], row["origin"]) == ("in_flight", None, None)

@@ -146,7 +146,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 )
         return parts
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, ReceivePartition)
         return read_partition(partition)
 

@@ -1,0 +1,284 @@
+"""Does the smq streaming source grow with its partitions? P partitions against P plain consumers.
+
+One run starts one Redis (``EmbeddedRedis`` in a temporary folder, TCP on 127.0.0.1) and,
+for each Spark mode, one Spark application:
+
+- ``local``: ``local[4]`` (4 task slots in the bench's own JVM);
+- ``cluster``: a standalone cluster the bench starts itself from the pip PySpark (a
+  master and 2 workers of 2 cores each, by ``spark-class``; see ``tests/spark_cluster.py``),
+  the application's executors being JVMs of their own.
+
+For P in ``--partitions`` (1, 2, 4), in ``--repeat`` rounds, each over every cell:
+
+- **stream**: ``--messages`` (100,000) preloaded 100-byte messages, then
+  ``spark.readStream.format("smq")`` with ``numPartitions`` P and ``maxMessagesPerBatch``
+  ``--batch`` (25,000) into the ``noop`` sink, timed from ``start()`` until the queue is
+  empty (its start, its batches and the empty batch that commits the last one);
+- **consumers**: the same messages, then P plain consumer processes (``receive(10)`` +
+  ``delete_batch``, started and connected before the clock starts), timed until the
+  last is done.
+
+The figure is messages per second, the median of the rounds; the ratio is stream ÷
+consumers for the same P. The issue's target: >= 0.8x. See ``bench/README.md``.
+
+Run: ``.venv/bin/python bench/spark_scale.py`` (about 8 minutes), ``--quick`` (1 round,
+20,000 messages, local only).
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: E402  (the standard library's profile module must load first, see below)
+import os
+import sys
+
+# bench/profile.py would stand in for the standard library's profile module, which PySpark imports.
+_BENCH = os.path.dirname(os.path.abspath(__file__))
+_PATH = list(sys.path)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH]
+import cProfile  # noqa: F401
+import profile  # noqa: F401
+
+sys.path[:] = _PATH
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from _harness import reset
+from _versions import versions
+from spark import RESULTS, ROOT, ClientSpec, preload, run_clients, smq_source, split
+
+import smq
+from smq.embedded import EmbeddedRedis, free_port
+
+sys.path.insert(0, str(ROOT / "tests"))
+from spark_cluster import standalone_cluster
+
+POLL_SECONDS = 0.02
+
+
+def start_spark(master: str) -> Any:
+    from smq.spark import spark_session
+
+    spark = spark_session(
+        master,
+        app_name="smq-bench-scale",
+        **{
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.executor.memory": "1g",
+            "spark.sql.streaming.numRecentProgressUpdates": "100000",
+        },
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def stream_cell(
+    spark: Any, client: smq.Client, folder: Path, partitions: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    queue = client.create_queue("scale")
+    preload(queue, args.messages)
+    checkpoint = folder / f"ck-{time.monotonic_ns()}"
+    query = (
+        spark.readStream.format("smq")
+        .option("url", client.settings.url)
+        .option("queue", "scale")
+        .option("numPartitions", str(partitions))
+        .option("maxMessagesPerBatch", str(args.batch))
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+    )
+    started = time.perf_counter()
+    running = query.start()
+    try:
+        while True:
+            info = queue.attributes()
+            if info.visible + info.in_flight + info.delayed == 0:
+                break
+            if not running.isActive:
+                raise RuntimeError(f"the query ended: {running.exception()}")
+            time.sleep(POLL_SECONDS)
+        seconds = time.perf_counter() - started
+        batches = [p for p in running.recentProgress if p["numInputRows"] > 0]
+    finally:
+        running.stop()
+    deleted = queue.attributes().counters.get("deleted", 0)
+    if deleted != args.messages:
+        print(f"warning: stream P={partitions} deleted {deleted} of {args.messages}", file=sys.stderr)
+    durations = [p["durationMs"] for p in batches]
+    # While the batches ran: from the first data batch's trigger to the end of the last one
+    # (leaves out the query's start, and the wait and empty batch that commit the last one).
+    starts = [datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() for p in batches]
+    running_s = starts[-1] + durations[-1]["triggerExecution"] / 1000 - starts[0] if batches else seconds
+    rows = sum(p["numInputRows"] for p in batches)
+    return {
+        "seconds": round(seconds, 3),
+        "msgs_per_s": round(args.messages / seconds, 1),
+        "batches_seconds": round(running_s, 3),
+        "batches_msgs_per_s": round(rows / running_s, 1),
+        "batches": len(batches),
+        "ms_per_batch": {
+            key: statistics.median(d.get(key, 0) for d in durations) if durations else None
+            for key in ("latestOffset", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
+        },
+    }
+
+
+def consumer_cell(
+    server: EmbeddedRedis, client: smq.Client, partitions: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    queue = client.create_queue("scale")
+    preload(queue, args.messages)
+    specs = [
+        ClientSpec("consume", client.settings.url, "scale", first, count, False, n)
+        for n, (first, count) in enumerate(split(args.messages, partitions))
+    ]
+    result = run_clients(specs, server.process.pid)
+    return {"seconds": result["seconds"], "msgs_per_s": result["msgs_per_s"]}
+
+
+def run_mode(
+    mode: str, server: EmbeddedRedis, folder: Path, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    client = smq.Client(server.url)
+    cells: list[dict[str, Any]] = []
+
+    def measure(master: str) -> None:
+        spark = start_spark(master)
+        try:
+            # Warm-up, not measured: the first query starts Spark's Python workers.
+            stream_cell(
+                spark,
+                client,
+                folder,
+                max(args.partitions),
+                argparse.Namespace(**{**vars(args), "messages": 2_000}),
+            )
+            reset(server)
+            for round_ in range(args.repeat):
+                for partitions in args.partitions:
+                    for kind in ("stream", "consumers"):
+                        if kind == "stream":
+                            cell = stream_cell(spark, client, folder, partitions, args)
+                        else:
+                            cell = consumer_cell(server, client, partitions, args)
+                        reset(server)
+                        cell.update(mode=mode, kind=kind, partitions=partitions, round=round_)
+                        print(json.dumps(cell), flush=True)
+                        cells.append(cell)
+        finally:
+            spark.stop()
+
+    if mode == "local":
+        measure("local[4]")
+    else:
+        with standalone_cluster(workers=2, cores_per_worker=2, memory="2g") as cluster:
+            measure(cluster.master_url)
+    client.close()
+    return cells
+
+
+def _of(
+    cells: list[dict[str, Any]], cell: tuple[str, int], kind: str, key: str = "msgs_per_s"
+) -> list[float]:
+    return [c[key] for c in cells if (c["mode"], c["partitions"], c["kind"]) == (*cell, kind)]
+
+
+def summarise(cells: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for mode in args.modes:
+        for partitions in args.partitions:
+            cell = (mode, partitions)
+            rates = {
+                "stream": _of(cells, cell, "stream"),
+                "consumers": _of(cells, cell, "consumers"),
+                "batches": _of(cells, cell, "stream", "batches_msgs_per_s"),
+            }
+            if not all(rates.values()):
+                continue
+            stream, consumers = (statistics.median(rates[k]) for k in ("stream", "consumers"))
+            rows.append(
+                {
+                    "mode": mode,
+                    "partitions": partitions,
+                    "stream": stream,
+                    "stream_range": [min(rates["stream"]), max(rates["stream"])],
+                    "consumers": consumers,
+                    "consumers_range": [min(rates["consumers"]), max(rates["consumers"])],
+                    "ratio": round(stream / consumers, 2),
+                    "batches": statistics.median(rates["batches"]),
+                    "batches_ratio": round(statistics.median(rates["batches"]) / consumers, 2),
+                }
+            )
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| mode | P | stream, start() to empty, msgs/s | while batches ran | P plain consumers, msgs/s "
+        "| ÷ consumers: whole / batches |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        stream = f"{r['stream']:,.0f} ({r['stream_range'][0]:,.0f}–{r['stream_range'][1]:,.0f})"
+        consumers = f"{r['consumers']:,.0f} ({r['consumers_range'][0]:,.0f}–{r['consumers_range'][1]:,.0f})"
+        lines.append(
+            f"| {r['mode']} | {r['partitions']} | {stream} | {r['batches']:,.0f} | {consumers} "
+            f"| {r['ratio']:.2f}× / {r['batches_ratio']:.2f}× |"
+        )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=25_000, help="maxMessagesPerBatch")
+    parser.add_argument("--partitions", default="1,2,4")
+    parser.add_argument("--modes", default="local,cluster")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args(argv)
+    args.partitions = [int(p) for p in args.partitions.split(",")]
+    args.modes = [m for m in args.modes.split(",") if m]
+    if args.quick:
+        args.messages, args.repeat, args.modes = 20_000, 1, ["local"]
+    if args.output is None:
+        args.output = RESULTS / ("spark-scale-quick.json" if args.quick else "spark-scale.json")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cells: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="smq-bench-") as tmp:
+        folder = Path(tmp)
+        with EmbeddedRedis(folder / "redis", port=free_port()) as server:
+            for mode in args.modes:
+                cells += run_mode(mode, server, folder, args)
+    rows = summarise(cells, args)
+    print(table(rows))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "smq": smq_source(),
+        "versions": versions(),
+        "cells": cells,
+        "summary": rows,
+    }
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
