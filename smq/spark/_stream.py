@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -52,6 +53,7 @@ except ImportError:  # pragma: no cover - PySpark 4.0 and 4.1
 
 
 _POLL_SECONDS = 0.05
+_DELETERS = 4  # threads: a delete's round trip mostly waits, so a few overlap well
 
 
 class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
@@ -103,7 +105,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         previous = max(self._last, (start or {}).get("batch", 0))
         with self._lock:
             waiting = any(self._planned.values())  # a batch that may hold messages awaits its commit
-        if wanted <= 0 or not self._visible_soon():
+        # With a batch awaiting its commit, do not wait for messages: an empty batch commits it now.
+        if wanted <= 0 or not self._visible_soon(0 if waiting else self.options.wait_time_seconds):
             if not waiting:
                 return {"batch": previous}
             # Spark commits a batch only when it plans the next one. An empty
@@ -242,10 +245,21 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         return [r for part in sorted(by_part) for r in by_part[part].split()]
 
     def _delete(self, receipts: list[str]) -> None:
-        for chunk in _chunks(receipts):
-            result = self._queue().delete_batch([DeleteEntry(str(i), r) for i, r in enumerate(chunk)])
+        """Delete committed messages from the driver: 10 a call, on a few threads (a connection each)."""
+        queue = self._queue()
+
+        def delete(chunk: list[str]) -> None:
+            result = queue.delete_batch([DeleteEntry(str(i), r) for i, r in enumerate(chunk)])
             for failure in result.failed:
                 log.warning("smq: delete of a committed message failed: %s", failure.message)
+
+        chunks = list(_chunks(receipts))
+        if len(chunks) <= 1:
+            for chunk in chunks:
+                delete(chunk)
+            return
+        with ThreadPoolExecutor(_DELETERS, thread_name_prefix="smq-stream-delete") as pool:
+            list(pool.map(delete, chunks))
 
     def _drop(self, record: BatchRecord) -> None:
         self._queue()
@@ -257,9 +271,9 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._client._write(what, record.queue, record.rows, "DEL", record.rows)
         self._client._write(what, record.queue, record.receipts, "DEL", record.receipts)
 
-    def _visible_soon(self) -> bool:
-        """Whether the queue has visible messages, waiting up to ``waitTimeSeconds`` for one."""
-        deadline = time.monotonic() + self.options.wait_time_seconds
+    def _visible_soon(self, wait_seconds: float) -> bool:
+        """Whether the queue has visible messages, waiting up to ``wait_seconds`` for one."""
+        deadline = time.monotonic() + wait_seconds
         while True:
             if self._queue().attributes().visible > 0:
                 return True
