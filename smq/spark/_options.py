@@ -31,12 +31,13 @@ Write (``df.write``): rows become messages, sent in batches of 10 from the execu
 - ``writeId``: names this write for deduplication (default: a new id per
   write); ``deduplicate``: ``false`` sends without deduplication ids.
 
-Stream read (``spark.readStream``): receives, hides, deletes on commit.
+Stream read (``spark.readStream``): executor tasks receive, the driver keeps
+hidden, Spark's commit deletes (see ``smq.spark._stream``).
 
 - ``maxMessagesPerBatch`` (default 1000), ``visibilityTimeout`` seconds a
   received message stays hidden between heartbeats (default 30),
-  ``waitTimeSeconds`` a trigger waits for the first message (default 1),
-  ``numPartitions`` Spark partitions per micro-batch (default 2).
+  ``waitTimeSeconds`` a trigger waits for the first visible message (default 1),
+  ``numPartitions`` tasks that receive each micro-batch, a share each (default 2).
 """
 
 from __future__ import annotations
