@@ -51,7 +51,7 @@ from typing import Any
 
 from _harness import reset
 from _versions import versions
-from spark import RESULTS, ROOT, ClientSpec, preload, run_clients, smq_source, split
+from spark import RESULTS, ROOT, ClientSpec, cpu_share, cpu_snapshot, preload, run_clients, smq_source, split
 
 import smq
 from smq.embedded import EmbeddedRedis, free_port
@@ -80,7 +80,7 @@ def start_spark(master: str) -> Any:
 
 
 def stream_cell(
-    spark: Any, client: smq.Client, folder: Path, partitions: int, args: argparse.Namespace
+    spark: Any, client: smq.Client, folder: Path, partitions: int, args: argparse.Namespace, redis_pid: int
 ) -> dict[str, Any]:
     queue = client.create_queue("scale")
     preload(queue, args.messages)
@@ -95,7 +95,7 @@ def stream_cell(
         .writeStream.format("noop")
         .option("checkpointLocation", str(checkpoint))
     )
-    started = time.perf_counter()
+    cpu_0, started = cpu_snapshot(redis_pid), time.perf_counter()
     running = query.start()
     try:
         while True:
@@ -106,6 +106,7 @@ def stream_cell(
                 raise RuntimeError(f"the query ended: {running.exception()}")
             time.sleep(POLL_SECONDS)
         seconds = time.perf_counter() - started
+        cpu = cpu_share(cpu_0, cpu_snapshot(redis_pid), seconds)
         batches = [p for p in running.recentProgress if p["numInputRows"] > 0]
     finally:
         running.stop()
@@ -124,6 +125,8 @@ def stream_cell(
         "batches_seconds": round(running_s, 3),
         "batches_msgs_per_s": round(rows / running_s, 1),
         "batches": len(batches),
+        "cpu_percent_of_a_core": cpu,
+        "machine_cpu_us_per_message": round(cpu["machine"] / 100 * seconds * 1e6 / args.messages, 1),
         "ms_per_batch": {
             key: statistics.median(d.get(key, 0) for d in durations) if durations else None
             for key in ("latestOffset", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
@@ -141,7 +144,15 @@ def consumer_cell(
         for n, (first, count) in enumerate(split(args.messages, partitions))
     ]
     result = run_clients(specs, server.process.pid)
-    return {"seconds": result["seconds"], "msgs_per_s": result["msgs_per_s"]}
+    cpu = result["cpu_percent_of_a_core"]
+    return {
+        "seconds": result["seconds"],
+        "msgs_per_s": result["msgs_per_s"],
+        "cpu_percent_of_a_core": cpu,
+        "machine_cpu_us_per_message": round(
+            cpu["machine"] / 100 * result["seconds"] * 1e6 / args.messages, 1
+        ),
+    }
 
 
 def run_mode(
@@ -160,13 +171,14 @@ def run_mode(
                 folder,
                 max(args.partitions),
                 argparse.Namespace(**{**vars(args), "messages": 2_000}),
+                server.process.pid,
             )
             reset(server)
             for round_ in range(args.repeat):
                 for partitions in args.partitions:
                     for kind in ("stream", "consumers"):
                         if kind == "stream":
-                            cell = stream_cell(spark, client, folder, partitions, args)
+                            cell = stream_cell(spark, client, folder, partitions, args, server.process.pid)
                         else:
                             cell = consumer_cell(server, client, partitions, args)
                         reset(server)
@@ -240,7 +252,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--messages", type=int, default=None, help="default 100,000 (--quick: 20,000)")
     parser.add_argument("--batch", type=int, default=25_000, help="maxMessagesPerBatch")
     parser.add_argument("--partitions", default="1,2,4")
     parser.add_argument("--modes", default="local,cluster")
@@ -251,7 +263,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.partitions = [int(p) for p in args.partitions.split(",")]
     args.modes = [m for m in args.modes.split(",") if m]
     if args.quick:
-        args.messages, args.repeat, args.modes = 20_000, 1, ["local"]
+        args.repeat, args.modes = 1, ["local"]
+    if args.messages is None:
+        args.messages = 20_000 if args.quick else 100_000
     if args.output is None:
         args.output = RESULTS / ("spark-scale-quick.json" if args.quick else "spark-scale.json")
     return args

@@ -93,6 +93,7 @@ def test_a_task_deletes_the_committed_shares_it_is_handed_before_it_receives(
     info = queue.attributes()
     assert (len(rows), info.visible, info.in_flight, info.counters["deleted"]) == (25, 5, 25, 30)
     assert not {row[0] for row in rows} & set(taken)
+    assert not redis_client._redis.exists(old.rows, old.receipts)  # the deleted shares' records went too
     again = _rows(later)  # a re-evaluation reads its record and deletes nothing more
     assert again == rows and queue.attributes().counters["deleted"] == 30
 
@@ -111,3 +112,15 @@ def test_the_arrow_batch_has_the_schema_spark_expects(spark: Any) -> None:
     assert row["attributes"] == [("a", "1")] and row["receive_count"] == 2
     assert row["sent_timestamp"].timestamp() == 1_700_000_000.123456
     assert (row["state"], row["visible_timestamp"], row["origin"]) == ("in_flight", None, None)
+
+
+def test_a_task_of_an_empty_batch_only_deletes(redis_client: smq.Client) -> None:
+    queue = redis_client.create_queue("jobs")
+    queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(10)])
+    old = BatchRecord("jobs", "r1", 6)
+    assert len(_rows(ReceivePartition(old, 0, 4, 30, redis_client.settings))) == 4
+    empty = BatchRecord("jobs", "r1", 7)
+    assert _rows(ReceivePartition(empty, 0, 0, 30, redis_client.settings, ((old, 0),))) == []
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters["deleted"]) == (6, 0, 4)
+    assert not redis_client._redis.exists(old.rows, old.receipts, empty.rows, empty.receipts)

@@ -130,15 +130,16 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         parts: list[InputPartition] = []
         for batch, wanted in planned:
             record = BatchRecord(options.queue, self._reader, batch)
-            count = min(options.num_partitions, wanted)
             with self._lock:
-                self._parts[batch] = count
-                self._partitioned.add(batch)
                 handed = [
                     (self._record(old), field)
                     for old in self._handed.get(batch, [])
                     for field in range(self._parts.get(old, 0))
                 ]
+                # A batch of no messages that carries deletes has tasks that only delete.
+                count = min(options.num_partitions, wanted or len(handed))
+                self._parts[batch] = count
+                self._partitioned.add(batch)
             for index in range(count):
                 share = wanted // count + (1 if index < wanted % count else 0)
                 deletes = tuple(handed[index::count])
@@ -157,10 +158,11 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         """Spark has committed every batch up to ``end``: have their messages deleted.
 
         Spark calls this while it plans the next batch, before that batch's
-        tasks run: when the next batch will run tasks, they delete these
-        messages (riding on their receives), so deleting grows with the
-        executors too. Otherwise (an empty batch) the driver deletes them now.
-        Until they are deleted the heartbeat keeps them hidden.
+        tasks run: those tasks delete these messages, each a share, riding on
+        their receives (an empty batch's tasks only delete), so deleting grows
+        with the executors too. Only if Spark asked for the next batch's
+        partitions first does the driver delete them itself. Until they are
+        deleted the heartbeat keeps them hidden.
         """
         with self._lock:
             done = {batch: wanted for batch, wanted in self._planned.items() if batch <= end["batch"]}
@@ -168,7 +170,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 del self._planned[batch]
             # The batches that the tasks of a committed batch deleted are gone now.
             deleted = [old for batch in done for old in self._handed.pop(batch, [])]
-            later = [b for b, wanted in self._planned.items() if wanted > 0 and b not in self._partitioned]
+            later = [b for b in self._planned if b not in self._partitioned]
             carrier = min(later) if later else None
             if carrier is not None:
                 self._handed.setdefault(carrier, []).extend(sorted(done))
@@ -305,14 +307,23 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                     lost += 1
         return lost
 
-    def _keep(self, record: BatchRecord) -> int:
-        """Extend a batch's records and messages; return how many messages are no longer held."""
+    def _keep(self, record: BatchRecord) -> tuple[int, int]:
+        """Extend a batch's records and messages: (messages no longer held, messages recorded)."""
         self._queue()
         assert self._client is not None
         lasting = record_seconds(self.options.visibility_timeout)
         for key in (record.rows, record.receipts):
             self._client._write("keep a micro-batch's record", record.queue, key, "EXPIRE", key, lasting)
-        return self._change(self._receipts(record), self.options.visibility_timeout)
+        receipts = self._receipts(record)
+        return self._change(receipts, self.options.visibility_timeout), len(receipts)
+
+    def _forget(self, batch: int) -> None:
+        """A committed batch whose messages are all gone (its carrier's tasks deleted them)."""
+        with self._lock:
+            for olds in self._handed.values():
+                if batch in olds:
+                    olds.remove(batch)
+        self._drop(self._record(batch))
 
     def _start_heartbeat(self) -> None:
         if self._heartbeat is None:
@@ -328,7 +339,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 committed = {old for olds in self._handed.values() for old in olds}
             for batch in sorted({*batches, *committed}):
                 try:
-                    lost = self._keep(self._record(batch))
+                    lost, recorded = self._keep(self._record(batch))
                 except SmqError as error:  # Redis away: try again next beat
                     log.warning("smq: heartbeat failed: %s", error)
                     break
@@ -337,7 +348,9 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                     continue
                 with self._lock:
                     settled = batch not in self._planned  # committed: its deletes fail as they happen
-                if lost and not settled:
+                if settled and lost == recorded:
+                    self._forget(batch)  # deleted: nothing left to keep (the carrier may never commit)
+                elif lost and not settled:
                     # Another receive holds them now (this lease ran out first):
                     # they will be processed twice.
                     log.warning(

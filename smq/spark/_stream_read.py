@@ -112,6 +112,11 @@ def read_partition(partition: ReceivePartition) -> Iterator[Any]:
         # evaluation that finds a record knows the one that recorded did them.
         committed = [r for old, part in partition.deletes for r in _receipts(client, old, str(part))]
         messages = _receive(queue, partition.wanted, partition.visibility_timeout, committed)
+        for old, part in partition.deletes:  # deleted: their shares of the records go too
+            for key in (old.receipts, old.rows):
+                client._write("drop a micro-batch's record", old.queue, key, "HDEL", key, str(part))
+        if partition.wanted == 0:
+            return iter(())  # only deleted: nothing to record (doing it again is harmless)
         payload = json.dumps([_entry(m) for m in messages], separators=(",", ":"))
         if _claim(partition, client, payload, [m.receipt_handle for m in messages]):
             stored = payload
