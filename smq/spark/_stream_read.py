@@ -117,16 +117,16 @@ def read_partition(partition: ReceivePartition) -> Iterator[Any]:
                 client._write("drop a micro-batch's record", old.queue, key, "HDEL", key, str(part))
         if partition.wanted == 0:
             return iter(())  # only deleted: nothing to record (doing it again is harmless)
-        payload = json.dumps([_entry(m) for m in messages], separators=(",", ":"))
-        if _claim(partition, client, payload, [m.receipt_handle for m in messages]):
-            stored = payload
-        else:
+        entries = [_entry(m) for m in messages]
+        payload = json.dumps(entries, separators=(",", ":"))
+        if not _claim(partition, client, payload, [m.receipt_handle for m in messages]):
             # Another evaluation of this partition recorded first: its rows stand.
             _release(queue, messages)
             stored = _recorded(client, record, field)
             if stored is None:  # its record expired in between: nothing to give
                 return iter(())
-    entries = json.loads(stored)
+    if stored is not None:
+        entries = json.loads(stored)
     return iter([arrow_batch(entries)] if entries else [])
 
 
@@ -156,9 +156,10 @@ def _receive(queue: Queue, wanted: int, timeout: int, deletes: list[str]) -> lis
     """Receive up to ``wanted`` messages, deleting ``deletes`` on the way, 10 a round trip each."""
     messages: list[Message] = []
     empty = False
-    while deletes or (len(messages) < wanted and not empty):
-        entries = [DeleteEntry(str(n), r) for n, r in enumerate(deletes[:10])]
-        deletes = deletes[10:]
+    done = 0  # of deletes
+    while done < len(deletes) or (len(messages) < wanted and not empty):
+        entries = [DeleteEntry(str(n), r) for n, r in enumerate(deletes[done : done + 10])]
+        done += len(entries)
         count = min(10, wanted - len(messages))
         if count <= 0 or empty:
             result = queue.delete_batch(entries)
