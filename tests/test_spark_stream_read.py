@@ -124,3 +124,21 @@ def test_a_task_of_an_empty_batch_only_deletes(redis_client: smq.Client) -> None
     info = queue.attributes()
     assert (info.visible, info.in_flight, info.counters["deleted"]) == (6, 0, 4)
     assert not redis_client._redis.exists(old.rows, old.receipts, empty.rows, empty.receipts)
+
+
+def test_a_task_stops_receiving_after_a_third_of_the_timeout(
+    redis_client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = redis_client.create_queue("jobs")
+    for start in range(0, 100, 10):
+        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+    old = BatchRecord("jobs", "r1", 6)
+    assert len(_rows(ReceivePartition(old, 0, 40, 30, redis_client.settings))) == 40
+    clock = iter(range(0, 1000, 4))  # each look at the clock is 4 s later: past 10 s on the 4th
+    monkeypatch.setattr(_stream_read, "_now", lambda: float(next(clock)))
+    later = ReceivePartition(BatchRecord("jobs", "r1", 7), 0, 70, 30, redis_client.settings, ((old, 0),))
+    rows = _rows(later)
+    info = queue.attributes()
+    # Three receives of 10 (deletes riding on them), then time was up at 12 s: the last 10
+    # deletes went alone, and 30 messages wait for the next batch.
+    assert (len(rows), info.visible, info.in_flight, info.counters["deleted"]) == (30, 30, 30, 40)
