@@ -49,7 +49,7 @@ def test_an_evaluation_that_loses_the_race_lets_its_messages_go(
     queue = redis_client.create_queue("jobs")
     queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(10)])
     record = BatchRecord("jobs", "r1", 7)
-    winner = [["id-w", "won", {}, 1.0, 1, 1.0, None, None, None]]
+    winner = [["id-w", "won", {}, 1.0, 1, 1.0, None, None, None, "jobs:w:t"]]
     redis_client._redis.hset(record.rows, "0", json.dumps(winner))
     looked: list[int] = []
     real = _stream_read._recorded
@@ -93,7 +93,11 @@ def test_a_task_deletes_the_committed_shares_it_is_handed_before_it_receives(
     info = queue.attributes()
     assert (len(rows), info.visible, info.in_flight, info.counters["deleted"]) == (25, 5, 25, 30)
     assert not {row[0] for row in rows} & set(taken)
-    assert not redis_client._redis.exists(old.rows, old.receipts)  # the deleted shares' records went too
+    # The deleted shares are tombstones now: a late copy of a task of batch 6 can record nothing.
+    assert redis_client._redis.hgetall(old.rows) == {b"0": b"[]", b"1": b"[]"}
+    assert not redis_client._redis.exists(old.receipts)
+    late = ReceivePartition(old, 1, 15, 30, redis_client.settings)
+    assert _rows(late) == [] and queue.attributes().visible == 5
     again = _rows(later)  # a re-evaluation reads its record and deletes nothing more
     assert again == rows and queue.attributes().counters["deleted"] == 30
 
@@ -107,7 +111,7 @@ def test_the_arrow_batch_has_the_schema_spark_expects(spark: Any) -> None:
 
     expected = to_arrow_schema(StructType.fromDDL(MESSAGE_SCHEMA), timezone="UTC")
     assert arrow_schema().equals(expected)
-    entry = ["id", "body", {"a": "1"}, 1_700_000_000.123456, 2, 1_700_000_001.5, "g", "7", "d"]
+    entry = ["id", "body", {"a": "1"}, 1_700_000_000.123456, 2, 1_700_000_001.5, "g", "7", "d", "q:i:t"]
     (row,) = arrow_batch([entry]).to_pylist()
     assert row["attributes"] == [("a", "1")] and row["receive_count"] == 2
     assert row["sent_timestamp"].timestamp() == 1_700_000_000.123456
@@ -123,7 +127,8 @@ def test_a_task_of_an_empty_batch_only_deletes(redis_client: smq.Client) -> None
     assert _rows(ReceivePartition(empty, 0, 0, 30, redis_client.settings, ((old, 0),))) == []
     info = queue.attributes()
     assert (info.visible, info.in_flight, info.counters["deleted"]) == (6, 0, 4)
-    assert not redis_client._redis.exists(old.rows, old.receipts, empty.rows, empty.receipts)
+    assert redis_client._redis.hgetall(old.rows) == {b"0": b"[]"}
+    assert not redis_client._redis.exists(old.receipts, empty.rows, empty.receipts)
 
 
 def test_a_task_stops_receiving_after_a_third_of_the_timeout(
@@ -142,3 +147,15 @@ def test_a_task_stops_receiving_after_a_third_of_the_timeout(
     # Three receives of 10 (deletes riding on them), then time was up at 12 s: the last 10
     # deletes went alone, and 30 messages wait for the next batch.
     assert (len(rows), info.visible, info.in_flight, info.counters["deleted"]) == (30, 30, 30, 40)
+
+
+def test_a_share_whose_receipts_copy_is_missing_is_deleted_by_its_rows(redis_client: smq.Client) -> None:
+    queue = redis_client.create_queue("jobs")
+    queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(10)])
+    old = BatchRecord("jobs", "r1", 6)
+    assert len(_rows(ReceivePartition(old, 0, 6, 30, redis_client.settings))) == 6
+    redis_client._redis.delete(old.receipts)  # as if the task died between its claim and the copy
+    assert len(_stream_read.share_receipts(redis_client, old, "0")) == 6
+    later = ReceivePartition(BatchRecord("jobs", "r1", 7), 0, 0, 30, redis_client.settings, ((old, 0),))
+    assert _rows(later) == []
+    assert queue.attributes().counters["deleted"] == 6

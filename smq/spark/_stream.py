@@ -40,7 +40,7 @@ from .._errors import SmqError, VisibilityCeilingExceeded
 from .._message import ChangeEntry, DeleteEntry
 from .._queue import Queue
 from ._options import SourceOptions
-from ._stream_read import BatchRecord, ReceivePartition, read_partition, record_seconds
+from ._stream_read import BatchRecord, ReceivePartition, read_partition, record_seconds, share_receipts
 
 log = logging.getLogger("smq.spark")
 
@@ -174,31 +174,40 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             carrier = min(later) if later else None
             if carrier is not None:
                 self._handed.setdefault(carrier, []).extend(sorted(done))
-        for old in deleted:
-            self._drop(self._record(old))
-        for batch, wanted in sorted(done.items()):
-            record = self._record(batch)
-            if self._budget is not None or carrier is None:
-                receipts = self._receipts(record)
-                self._unused += max(0, wanted - len(receipts))
-            if carrier is None:
-                self._delete(receipts)
-                self._drop(record)
+        try:
+            for old in deleted:
+                self._drop(self._record(old))
+            for batch, wanted in sorted(done.items()):
+                record = self._record(batch)
+                if self._budget is not None or carrier is None:
+                    receipts = self._receipts(record)
+                    self._unused += max(0, wanted - len(receipts))
+                if carrier is None:
+                    self._delete(receipts)
+                    self._drop(record)
+        except SmqError as error:
+            # Not worth failing the query: records expire; undeleted messages come back.
+            log.warning("smq: a committed batch's clean-up failed: %s", error)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: take only as many messages as are visible now."""
         self._budget = self._queue().attributes().visible
 
     def stop(self) -> None:
-        """The source ends in order: stop the heartbeat and let uncommitted messages go at once.
+        """The source ends in order: stop the heartbeat, let uncommitted messages go at once.
 
-        Their batches were not committed, so Spark will not count them done:
-        visibility 0 returns them to the queue now rather than after the timeout.
+        Their batches were not committed here (Spark may have written the last
+        one's commit log already, in which case a restarted query does not
+        replay it and its messages are processed again: at least once).
+        Visibility 0 returns them to the queue now rather than after the
+        timeout; committed messages not yet deleted are deleted.
         (PySpark 4.3 kills the source's process when a query stops or fails,
         without this call; the heartbeat dies with it and they come back when
         the timeout runs out.)
         """
         self._stopping.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join(timeout=30)  # a pass under way must not hide what is let go
         with self._lock:
             batches = sorted(self._planned)
             self._planned.clear()
@@ -242,9 +251,14 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         )
         pairs = (
             flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-        )  # RESP3 or RESP2
-        by_part = {int(part): receipts.decode() for part, receipts in pairs}
-        return [r for part in sorted(by_part) for r in by_part[part].split()]
+        )  # RESP3 or 2
+        by_part = {int(part): receipts.decode().split() for part, receipts in pairs}
+        with self._lock:
+            parts = self._parts.get(record.batch, 0)
+        for part in range(parts):
+            if part not in by_part:  # a task died after its claim, before the copy: from the rows
+                by_part[part] = share_receipts(self._client, record, str(part))
+        return [r for part in sorted(by_part) for r in by_part[part]]
 
     def _delete(self, receipts: list[str]) -> None:
         """Delete committed messages from the driver: 10 a call, on a few threads (a connection each)."""
@@ -326,12 +340,12 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._drop(self._record(batch))
 
     def _start_heartbeat(self) -> None:
-        if self._heartbeat is None:
+        if self._heartbeat is None or not self._heartbeat.is_alive():
             self._heartbeat = threading.Thread(target=self._beat, name="smq-stream-heartbeat", daemon=True)
             self._heartbeat.start()
 
     def _beat(self) -> None:
-        """Every third of the timeout, extend every recorded, uncommitted message by a full timeout."""
+        """Every third of the timeout, extend every recorded message not yet deleted by a full timeout."""
         interval = max(0.2, self.options.visibility_timeout / 3)
         while not self._stopping.wait(interval):
             with self._lock:
@@ -340,17 +354,17 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             for batch in sorted({*batches, *committed}):
                 try:
                     lost, recorded = self._keep(self._record(batch))
+                    with self._lock:
+                        settled = batch not in self._planned  # committed: deleted as it goes
+                    if settled and lost == recorded:
+                        self._forget(batch)  # deleted: nothing left to keep (the carrier may never commit)
                 except SmqError as error:  # Redis away: try again next beat
                     log.warning("smq: heartbeat failed: %s", error)
                     break
                 except Exception:  # a bug: say so, and keep beating for the other batches
                     log.exception("smq: heartbeat failed")
                     continue
-                with self._lock:
-                    settled = batch not in self._planned  # committed: its deletes fail as they happen
-                if settled and lost == recorded:
-                    self._forget(batch)  # deleted: nothing left to keep (the carrier may never commit)
-                elif lost and not settled:
+                if lost and not settled:
                     # Another receive holds them now (this lease ran out first):
                     # they will be processed twice.
                     log.warning(

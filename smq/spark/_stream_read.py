@@ -1,14 +1,14 @@
 """The tasks' side of the streaming source: each partition receives its share of a micro-batch.
 
 A task receives its messages from the queue itself, on the executor, and
-records them in Redis before it gives Spark a row: the rows (for any later
-evaluation of the same partition) and the receipts (for the driver, which
-keeps the messages hidden while the batch runs and deletes them when Spark
-commits it). Spark may evaluate a partition more than once (a retried task,
-a batch a ``foreachBatch`` function reads twice, a speculative copy): every
-evaluation after the first that recorded reads the same rows back, so all of
-them see the same messages, and the receipts the driver deletes are those of
-the rows Spark was given.
+records them in Redis before it gives Spark a row: one write (HSETNX, the
+claim) of the rows with their receipts, for any later evaluation of the same
+partition and for whoever deletes them; then a copy of the receipts alone, for
+the driver's heartbeat. Spark may evaluate a partition more than once (a
+retried task, a batch a ``foreachBatch`` function reads twice, a speculative
+copy): every evaluation after the first that recorded reads the same rows
+back, so all of them see the same messages, and the receipts deleted are
+those of the rows Spark was given.
 
 Two evaluations that receive at once both hold messages; the first to record
 wins, and the other lets its messages go (visibility 0) and returns the
@@ -19,9 +19,13 @@ their visibility timeout runs out, to be received again.
 The records of a batch are two hashes under the queue's hash tag (so on a
 Redis Cluster they live on the queue's node):
 ``smq:{<queue>}:stream:<reader>:<batch>:rows`` and ``...:receipts``, field:
-the partition number. The driver deletes them on commit; until then its
-heartbeat keeps them alive with the messages. The records of a driver that
-died expire a minute after three visibility timeouts, as its messages come back.
+the partition number. When Spark has committed the batch, the tasks of the next
+one delete its messages and leave in each share's place an empty share (a
+tombstone: a late copy of a task of the committed batch finds it and gives
+no rows, instead of recording messages nobody would ever commit); the driver
+drops the hashes once those deletes are done. Until then its heartbeat keeps
+them alive with the messages. The records of a driver that died expire a
+minute after three visibility timeouts, as its messages come back.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from .._client import Client
-from .._errors import SmqError
+from .._errors import OverLimit, SmqError
 from .._keys import QueueKeys
 from .._message import ChangeEntry, DeleteEntry, Message
 from .._queue import Queue
@@ -112,11 +116,14 @@ def read_partition(partition: ReceivePartition) -> Iterator[Any]:
     if stored is None:
         # The deletes come first (a FIFO group they unlock can be received at once). An
         # evaluation that finds a record knows the one that recorded did them.
-        committed = [r for old, part in partition.deletes for r in _receipts(client, old, str(part))]
+        committed = [r for old, part in partition.deletes for r in share_receipts(client, old, str(part))]
         messages = _receive(queue, partition.wanted, partition.visibility_timeout, committed)
-        for old, part in partition.deletes:  # deleted: their shares of the records go too
-            for key in (old.receipts, old.rows):
-                client._write("drop a micro-batch's record", old.queue, key, "HDEL", key, str(part))
+        for old, part in partition.deletes:  # deleted: their shares become tombstones
+            what = "drop a micro-batch's record"
+            client._write(what, old.queue, old.rows, "HSET", old.rows, str(part), _TOMBSTONE)
+            lasting = record_seconds(partition.visibility_timeout)
+            client._write(what, old.queue, old.rows, "EXPIRE", old.rows, lasting)  # if HSET made it anew
+            client._write(what, old.queue, old.receipts, "HDEL", old.receipts, str(part))
         if partition.wanted == 0:
             return iter(())  # only deleted: nothing to record (doing it again is harmless)
         entries = [_entry(m) for m in messages]
@@ -138,7 +145,8 @@ def _recorded(client: Client, record: BatchRecord, field: str) -> str | None:
 
 
 def _claim(partition: ReceivePartition, client: Client, payload: str, receipts: list[str]) -> bool:
-    """Record the rows if no evaluation has; then (the winner only) the receipts."""
+    """Record the rows and their receipts if no evaluation has; then (the winner only) a copy
+    of the receipts alone, which the driver reads without the bodies."""
     what, record, field = "record a micro-batch", partition.record, str(partition.index)
     lasting = record_seconds(partition.visibility_timeout)
     if not client._write(what, record.queue, record.rows, "HSETNX", record.rows, field, payload):
@@ -149,9 +157,17 @@ def _claim(partition: ReceivePartition, client: Client, payload: str, receipts: 
     return True
 
 
-def _receipts(client: Client, record: BatchRecord, field: str) -> list[str]:
+_TOMBSTONE = "[]"  # a share whose messages were deleted: no rows, no receipts
+
+
+def share_receipts(client: Client, record: BatchRecord, field: str) -> list[str]:
+    """The receipts of one recorded share: from their copy, else from the rows (the copy is
+    written after the claim, so a task that died in between left none)."""
     value = client._read("read a micro-batch", record.queue, record.receipts, "HGET", record.receipts, field)
-    return [] if value is None else value.decode().split()
+    if value is not None:
+        return str(value.decode()).split()
+    stored = _recorded(client, record, field)
+    return [] if stored is None else [str(entry[-1]) for entry in json.loads(stored)]
 
 
 def _receive(queue: Queue, wanted: int, timeout: int, deletes: list[str]) -> list[Message]:
@@ -173,20 +189,25 @@ def _receive(queue: Queue, wanted: int, timeout: int, deletes: list[str]) -> lis
         entries = [DeleteEntry(str(n), r) for n, r in enumerate(deletes[done : done + 10])]
         done += len(entries)
         count = min(10, wanted - len(messages))
+        got: list[Message] = []
         if count <= 0 or empty:
             result = queue.delete_batch(entries)
-        elif entries:
-            result, got = queue.delete_and_receive(
-                entries, count, visibility_timeout=timeout, wait_time_seconds=0
-            )
         else:
-            got = queue.receive(count, visibility_timeout=timeout, wait_time_seconds=0)
+            try:
+                if entries:
+                    result, got = queue.delete_and_receive(
+                        entries, count, visibility_timeout=timeout, wait_time_seconds=0
+                    )
+                else:
+                    got = queue.receive(count, visibility_timeout=timeout, wait_time_seconds=0)
+            except OverLimit:  # the queue's in-flight limit: this share takes what it has
+                if entries:
+                    result = queue.delete_batch(entries)  # safe to repeat
+            messages += got
+            empty = not got
         if entries:
             for failure in result.failed:
                 log.warning("smq: delete of a committed message failed: %s", failure.message)
-        if count > 0 and not empty:
-            messages += got
-            empty = not got
     return messages
 
 
@@ -212,6 +233,7 @@ def _entry(message: Message) -> list[Any]:
         message.message_group_id,
         message.sequence_number,
         message.deduplication_id,
+        message.receipt_handle,  # not a column: whoever deletes the share reads it
     ]
 
 
@@ -222,7 +244,7 @@ def arrow_batch(entries: list[list[Any]]) -> Any:
     row by row in Python, which costs more than receiving the messages.
     """
     columns = list(zip(*entries, strict=True))
-    ids, bodies, attributes, sent, counts, first, groups, sequences, dedups = columns
+    ids, bodies, attributes, sent, counts, first, groups, sequences, dedups, _ = columns
     count = len(entries)
     arrays = [
         pa.array(ids, pa.string()),
