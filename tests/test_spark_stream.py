@@ -50,6 +50,12 @@ def _run_job(url: str, queue: str, checkpoint: Path, out: Path, *extra: str) -> 
             pass
 
 
+def _send(queue: smq.Queue, count: int) -> None:
+    """Send ``m-0`` .. ``m-<count - 1>``, 10 a call."""
+    for start in range(0, count, 10):
+        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+
+
 def _done(out: Path) -> list[tuple[int, str]]:
     return [
         (int(batch), message_id)
@@ -133,8 +139,7 @@ def test_a_failed_query_leaves_its_batch_to_come_back_after_the_timeout(
     spark: Any, redis_client: smq.Client, tmp_path: Path
 ) -> None:
     queue = redis_client.create_queue("jobs")
-    for start in range(0, 50, 10):
-        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+    _send(queue, 50)
 
     def each(batch: Any, batch_id: int) -> None:
         if batch.count():
@@ -158,8 +163,7 @@ def test_available_now_takes_what_was_visible_and_ends(
     spark: Any, redis_client: smq.Client, tmp_path: Path
 ) -> None:
     queue = redis_client.create_queue("jobs")
-    for start in range(0, 120, 10):
-        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+    _send(queue, 120)
     seen: list[Any] = []
 
     def each(batch: Any, batch_id: int) -> None:
@@ -207,8 +211,7 @@ def test_a_batch_read_twice_and_a_retried_task_see_the_same_messages(
     from pyspark import TaskContext
 
     queue = redis_client.create_queue("jobs")
-    for start in range(0, 200, 10):
-        queue.send_batch([smq.SendEntry(f"e{n}", f"m-{n}") for n in range(start, start + 10)])
+    _send(queue, 200)
     counted: list[int] = []
     seen: list[str] = []
 
