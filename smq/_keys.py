@@ -97,6 +97,11 @@ class QueueKeys:
             _KNOWN[name] = keys
         return keys
 
+    def extra(self, suffix: str) -> str:
+        """A key of this queue outside ``KINDS`` (in its hash slot), such as the Spark
+        stream's records of its micro-batches: ``smq:{name}:<suffix>``."""
+        return f"{PREFIX}:{{{self.name}}}:{suffix}"
+
     def by_kind(self, kind: str) -> str:
         if kind not in KINDS:
             raise KeyError(kind)

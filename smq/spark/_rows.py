@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from .._message import Message, MessageAttribute
+from .._message import MessageAttribute
 from .._peek import PeekedMessage
 
 
@@ -21,24 +21,6 @@ def attribute_strings(attributes: Mapping[str, MessageAttribute]) -> dict[str, s
         name: base64.b64encode(a.value).decode() if isinstance(a.value, bytes) else a.value
         for name, a in attributes.items()
     }
-
-
-def message_row(message: Message) -> tuple[Any, ...]:
-    """A received message's row (state ``in_flight``)."""
-    return (
-        message.message_id,
-        message.body,
-        attribute_strings(message.attributes),
-        _time(message.sent_at),
-        message.receive_count,
-        _time(message.first_received_at),
-        message.message_group_id,
-        message.sequence_number,
-        message.deduplication_id,
-        "in_flight",
-        None,
-        None,
-    )
 
 
 def peeked_row(message: PeekedMessage) -> tuple[Any, ...]:

@@ -30,7 +30,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -40,7 +39,14 @@ from .._errors import SmqError, VisibilityCeilingExceeded
 from .._message import ChangeEntry, DeleteEntry
 from .._queue import Queue
 from ._options import SourceOptions
-from ._stream_read import BatchRecord, ReceivePartition, read_partition, record_seconds, share_receipts
+from ._stream_read import (
+    BatchRecord,
+    ReceivePartition,
+    chunks,
+    read_partition,
+    record_seconds,
+    share_receipts,
+)
 
 log = logging.getLogger("smq.spark")
 
@@ -53,7 +59,6 @@ except ImportError:  # pragma: no cover - PySpark 4.0 and 4.1
 
 
 _POLL_SECONDS = 0.05
-_DELETERS = 4  # threads: a delete's round trip mostly waits, so a few overlap well
 
 
 class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
@@ -75,8 +80,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         # Names this run's records: a restarted query's batch numbers may repeat.
         self._reader = uuid.uuid4().hex[:16]
         self._planned: dict[int, int] = {}  # batch not yet committed -> messages it may take
-        self._parts: dict[int, int] = {}  # batch -> its partitions (its record's fields 0 .. n-1)
-        self._partitioned: set[int] = set()  # batches whose partitions Spark has asked for
+        # Batches whose partitions Spark has asked for -> how many (its record's fields 0 .. n-1):
+        self._parts: dict[int, int] = {}
         # Committed batches whose messages the tasks of a later batch delete:
         self._handed: dict[int, list[int]] = {}  # later batch -> the committed batches it deletes
         self._unused = 0  # messages committed batches planned but did not take
@@ -139,7 +144,6 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 # A batch of no messages that carries deletes has tasks that only delete.
                 count = min(options.num_partitions, wanted or len(handed))
                 self._parts[batch] = count
-                self._partitioned.add(batch)
             for index in range(count):
                 share = wanted // count + (1 if index < wanted % count else 0)
                 deletes = tuple(handed[index::count])
@@ -170,7 +174,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 del self._planned[batch]
             # The batches that the tasks of a committed batch deleted are gone now.
             deleted = [old for batch in done for old in self._handed.pop(batch, [])]
-            later = [b for b in self._planned if b not in self._partitioned]
+            later = [b for b in self._planned if b not in self._parts]
             carrier = min(later) if later else None
             if carrier is not None:
                 self._handed.setdefault(carrier, []).extend(sorted(done))
@@ -239,16 +243,19 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             self._held = self._client.get_queue(self.options.queue)
         return self._held
 
+    def _smq(self) -> Client:
+        """The driver's client (made with the queue's handle on first use)."""
+        self._queue()
+        assert self._client is not None
+        return self._client
+
     def _record(self, batch: int) -> BatchRecord:
         return BatchRecord(self.options.queue, self._reader, batch)
 
     def _receipts(self, record: BatchRecord) -> list[str]:
         """The receipts the batch's tasks recorded, in partition order."""
-        self._queue()
-        assert self._client is not None
-        flat = self._client._read(
-            "read a micro-batch", record.queue, record.receipts, "HGETALL", record.receipts
-        )
+        client = self._smq()
+        flat = client._read("read a micro-batch", record.queue, record.receipts, "HGETALL", record.receipts)
         pairs = (
             flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
         )  # RESP3 or 2
@@ -257,35 +264,23 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             parts = self._parts.get(record.batch, 0)
         for part in range(parts):
             if part not in by_part:  # a task died after its claim, before the copy: from the rows
-                by_part[part] = share_receipts(self._client, record, str(part))
+                by_part[part] = share_receipts(client, record, str(part))
         return [r for part in sorted(by_part) for r in by_part[part]]
 
     def _delete(self, receipts: list[str]) -> None:
-        """Delete committed messages from the driver: 10 a call, on a few threads (a connection each)."""
-        queue = self._queue()
-
-        def delete(chunk: list[str]) -> None:
-            result = queue.delete_batch([DeleteEntry(str(i), r) for i, r in enumerate(chunk)])
+        """Delete committed messages from the driver (at stop, or when no batch carries them)."""
+        for chunk in chunks(receipts):
+            result = self._queue().delete_batch([DeleteEntry(str(i), r) for i, r in enumerate(chunk)])
             for failure in result.failed:
                 log.warning("smq: delete of a committed message failed: %s", failure.message)
 
-        chunks = list(_chunks(receipts))
-        if len(chunks) <= 1:
-            for chunk in chunks:
-                delete(chunk)
-            return
-        with ThreadPoolExecutor(_DELETERS, thread_name_prefix="smq-stream-delete") as pool:
-            list(pool.map(delete, chunks))
-
     def _drop(self, record: BatchRecord) -> None:
-        self._queue()
-        assert self._client is not None
         with self._lock:
             self._parts.pop(record.batch, None)
-            self._partitioned.discard(record.batch)
-        what = "drop a micro-batch's record"
-        self._client._write(what, record.queue, record.rows, "DEL", record.rows)
-        self._client._write(what, record.queue, record.receipts, "DEL", record.receipts)
+        # One command: both keys are in the queue's hash slot.
+        self._smq()._write(
+            "drop a micro-batch's record", record.queue, record.rows, "DEL", record.rows, record.receipts
+        )
 
     def _visible_soon(self, wait_seconds: float) -> bool:
         """Whether the queue has visible messages, waiting up to ``wait_seconds`` for one."""
@@ -310,7 +305,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         held until then: a commit before the ceiling still deletes it.
         """
         lost = 0
-        for chunk in _chunks(receipts):
+        for chunk in chunks(receipts):
             result = self._queue().change_visibility_batch(
                 [ChangeEntry(str(i), r, timeout) for i, r in enumerate(chunk)]
             )
@@ -323,11 +318,9 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
 
     def _keep(self, record: BatchRecord) -> tuple[int, int]:
         """Extend a batch's records and messages: (messages no longer held, messages recorded)."""
-        self._queue()
-        assert self._client is not None
         lasting = record_seconds(self.options.visibility_timeout)
         for key in (record.rows, record.receipts):
-            self._client._write("keep a micro-batch's record", record.queue, key, "EXPIRE", key, lasting)
+            self._smq()._write("keep a micro-batch's record", record.queue, key, "EXPIRE", key, lasting)
         receipts = self._receipts(record)
         return self._change(receipts, self.options.visibility_timeout), len(receipts)
 
@@ -370,8 +363,3 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                     log.warning(
                         "smq: %d in-flight messages of a micro-batch were taken by another receive", lost
                     )
-
-
-def _chunks(items: list[str]) -> Iterator[list[str]]:
-    for start in range(0, len(items), 10):
-        yield items[start : start + 10]

@@ -33,9 +33,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -49,6 +50,7 @@ from .._settings import Settings
 from ._rows import attribute_strings
 
 log = logging.getLogger("smq.spark")
+T = TypeVar("T")
 _now = time.monotonic  # a test's clock can stand in
 
 
@@ -66,8 +68,7 @@ class BatchRecord:
     batch: int
 
     def _key(self, part: str) -> str:
-        base = QueueKeys.of(self.queue).meta.removesuffix("meta")
-        return f"{base}stream:{self.reader}:{self.batch}:{part}"
+        return QueueKeys.of(self.queue).extra(f"stream:{self.reader}:{self.batch}:{part}")
 
     @property
     def rows(self) -> str:
@@ -211,9 +212,14 @@ def _receive(queue: Queue, wanted: int, timeout: int, deletes: list[str]) -> lis
     return messages
 
 
+def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` 10 at a time, as batch calls take them."""
+    for start in range(0, len(items), 10):
+        yield items[start : start + 10]
+
+
 def _release(queue: Queue, messages: list[Message]) -> None:
-    for start in range(0, len(messages), 10):
-        chunk = messages[start : start + 10]
+    for chunk in chunks(messages):
         try:
             queue.change_visibility_batch(
                 [ChangeEntry(str(i), m.receipt_handle, 0) for i, m in enumerate(chunk)]
@@ -271,11 +277,13 @@ _MAP = pa.map_(pa.string(), pa.string())
 _TIME = pa.timestamp("us", tz="UTC")  # as Spark's to_arrow_schema(..., timezone="UTC") has it
 
 
+_ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "timestamp": _TIME, "map<string,string>": _MAP}
+
+
+@cache
 def arrow_schema() -> Any:
     """``MESSAGE_SCHEMA`` in Arrow, as Spark expects it from a Python data source (UTC times)."""
-    names = (
-        "message_id body attributes sent_timestamp receive_count first_receive_timestamp message_group_id "
-        "sequence_number deduplication_id state visible_timestamp origin"
-    ).split()
-    types = [pa.string(), pa.string(), _MAP, _TIME, pa.int32(), _TIME, *[pa.string()] * 4, _TIME, pa.string()]
-    return pa.schema([pa.field(name, kind) for name, kind in zip(names, types, strict=True)])
+    from ._source import MESSAGE_SCHEMA
+
+    columns = [column.split(" ", 1) for column in MESSAGE_SCHEMA.split(", ")]
+    return pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in columns])
