@@ -1,13 +1,20 @@
-"""Failover chaos: kill -9 the primary under load, and count what the failover cost.
+"""Failover chaos: kill -9 or pause the primary under load, and count what the failover cost.
 
-Two topologies, each with or without waiting for replicas:
+Topologies:
 
 - ``sentinel-failover``: a primary, 2 replicas and 3 Sentinels
-  (``smq.embedded.EmbeddedSentinel``); everything connects with the
+  (``smq.embedded.EmbeddedSentinel``, whose data nodes set
+  ``min-replicas-to-write 1``); everything connects with the
   ``redis+sentinel://`` URL. Each kill: SIGKILL the primary the Sentinels
   name, wait until they name another, start the killed node again as a
   replica of the new one (``replicaof``), and wait until it has caught up,
   so that the next failover has two replicas to choose from.
+- ``sentinel-pause``: the same deployment; each fault pauses the primary
+  (SIGSTOP: a stalled VM, a long stop of the world) until the Sentinels have
+  promoted another and ``PAUSE_AFTER_FAILOVER`` seconds more, then wakes it
+  (SIGCONT). It wakes still a primary and answers what its clients had sent
+  it meanwhile, until the Sentinels demote it, which erases those writes:
+  the classic way a failover loses acknowledged changes.
 - ``cluster-failover``: a Redis Cluster of 3 primaries with one replica each
   (``smq.embedded.EmbeddedCluster(replicas=1)``, node timeout 1.5 s). Each
   kill: SIGKILL the primary of the queue's slot, wait until its replica has
@@ -17,19 +24,27 @@ Two topologies, each with or without waiting for replicas:
   per primary); each kill takes the primary of the next shard in turn, so
   every shard fails over once in three kills.
 
-A suffix ``-wait1`` or ``-wait2`` sets ``wait_replicas`` for every client:
-the producers (Python client threads, and one boto3 thread through `smq
-serve`), the `smq worker` processes and the consumer threads that delete and
-record their deletes. Besides the figures of ``check``, a run reports the
-time until service resumed after each kill: from the kill to the
-acknowledgement of the first send that started after it.
+With no suffix every client runs at smq's defaults (``wait_replicas``
+decided at start: 1 here, as every topology has replicas). A suffix sets it
+for every client, the producers (Python client threads, and one boto3
+thread through `smq serve`), the `smq worker` processes and the consumer
+threads that delete and record their deletes: ``-async`` opts out
+(``wait_replicas=0``), ``-bare`` opts out on data nodes without
+``min-replicas-to-write`` (how smq ran before waiting was the default),
+``-wait1`` and ``-wait2`` ask for that many. Besides the figures of
+``check``, a run reports the time until service resumed after each fault:
+from the kill (or pause) to the acknowledgement of the first send that
+started after it.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +55,7 @@ from _chaos import (
     Result,
     _all_events,
     _boto3_sender,
+    _consume_boto3,
     _consume_python,
     _drain,
     _produce,
@@ -56,28 +72,56 @@ import smq
 from smq._keys import QueueKeys
 from smq.embedded import EmbeddedCluster, EmbeddedRedis, EmbeddedSentinel
 
-TOPOLOGIES = ("sentinel-failover", "cluster-failover", "cluster-sharded-failover")
+TOPOLOGIES = ("sentinel-failover", "sentinel-pause", "cluster-failover", "cluster-sharded-failover")
 FAILOVER_SCENARIOS = (
     "sentinel-failover",
-    "sentinel-failover-wait1",
+    "sentinel-failover-async",
+    "sentinel-failover-bare",
     "sentinel-failover-wait2",
+    "sentinel-pause",
+    "sentinel-pause-async",
+    "sentinel-pause-bare",
     "cluster-failover",
-    "cluster-failover-wait1",
+    "cluster-failover-async",
     "cluster-sharded-failover",
-    "cluster-sharded-failover-wait1",
+    "cluster-sharded-failover-async",
 )
 SHARDS = 3
 VISIBILITY = 5
 CLUSTER_NODE_TIMEOUT_MS = 1500
+PAUSE_AFTER_FAILOVER = 2.0
 _FAILOVER_TIMEOUT = 60.0
 
 
-def parse(scenario: str) -> tuple[str, int]:
-    """(topology, wait_replicas) of a failover scenario's name."""
+@dataclass(frozen=True)
+class Scenario:
+    """What a failover scenario's name says."""
+
+    topology: str
+    wait_replicas: int | None  # None: smq's default (decided at start)
+    guarded: bool = True  # the data nodes set min-replicas-to-write
+
+    @property
+    def strict(self) -> bool:
+        """Whether the run must hold the bar (else its losses are measured, not a fault)."""
+        return self.wait_replicas is None or self.wait_replicas > 0
+
+
+def parse(scenario: str) -> Scenario:
+    """The topology and settings of a failover scenario's name."""
     if scenario not in FAILOVER_SCENARIOS:
         raise ValueError(f"unknown failover scenario {scenario!r}: one of {', '.join(FAILOVER_SCENARIOS)}")
-    topology, _, wait = scenario.partition("-wait")
-    return topology, int(wait or 0)
+    for topology in sorted(TOPOLOGIES, key=len, reverse=True):
+        if scenario.startswith(topology):
+            suffix = scenario[len(topology) :]
+            break
+    if suffix == "":
+        return Scenario(topology, None)
+    if suffix == "-async":
+        return Scenario(topology, 0)
+    if suffix == "-bare":
+        return Scenario(topology, 0, guarded=False)
+    return Scenario(topology, int(suffix.removeprefix("-wait")))
 
 
 def _until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -124,39 +168,73 @@ def _slot(queue: str) -> int:
 
 
 class _SentinelTopology:
-    def __init__(self, folder: Path, options: Options) -> None:
+    def __init__(self, folder: Path, options: Options, scenario: Scenario) -> None:
+        guard = {} if scenario.guarded else {"min_replicas_to_write": 0}
         self.deployment = EmbeddedSentinel(
             folder / "sentinel",
             replicas=2,
             server=options.redis_server,
             down_after_ms=options.down_after_ms,
             config=options.redis_config,
+            **guard,
         ).start()
         self.url = self.deployment.url
         self.cluster = False
+        self.pause = scenario.topology == "sentinel-pause"
 
     def fail_over(self) -> float:
+        return self._pause() if self.pause else self._kill()
+
+    def _kill(self) -> float:
         deployment = self.deployment
         old = deployment.primary_port()
         assert old is not None
         node = deployment.node_at(old)
         killed_at = _kill(node)
-        new = _until(
-            lambda: (port := deployment.primary_port()) not in (None, old) and port,
-            _FAILOVER_TIMEOUT,
-            "the Sentinels to name a new primary",
-        )
+        new = self._new_primary(old)
         node.extra_config = [line for line in node.extra_config if not line.startswith("replicaof ")]
         node.extra_config.append(f"replicaof 127.0.0.1 {new}")
         _restart(node)
+        self._caught_up()
+        return killed_at
+
+    def _pause(self) -> float:
+        """SIGSTOP the primary past its failover, then SIGCONT: it wakes a deposed primary."""
+        deployment = self.deployment
+        old = deployment.primary_port()
+        assert old is not None
+        node = deployment.node_at(old)
+        assert node.process is not None
+        os.kill(node.process.pid, signal.SIGSTOP)
+        paused_at = time.monotonic()
+        try:
+            self._new_primary(old)
+            time.sleep(PAUSE_AFTER_FAILOVER)
+        finally:
+            os.kill(node.process.pid, signal.SIGCONT)
+        # The Sentinels demote it once they see it again; then it resyncs from the new primary.
+        self._caught_up()
+        return paused_at
+
+    def _new_primary(self, old: int) -> int:
+        deployment = self.deployment
+        return int(
+            _until(
+                lambda: (port := deployment.primary_port()) not in (None, old) and port,
+                _FAILOVER_TIMEOUT,
+                "the Sentinels to name a new primary",
+            )
+        )
+
+    def _caught_up(self) -> None:
         # Against the primary the Sentinels name now: under load they may fail over again
         # on their own (a new primary that misses their pings for down_after_ms).
+        deployment = self.deployment
         _until(
             lambda: all(_caught_up(n) for n in deployment.nodes if n.port != deployment.primary_port()),
             60,
             "the replicas to catch up",
         )
-        return killed_at
 
     def stop(self) -> None:
         self.deployment.stop()
@@ -222,17 +300,20 @@ class _ClusterTopology:
 
 def run_failover(scenario: str, folder: Path, options: Options) -> Result:
     """Run a failover scenario (one of ``FAILOVER_SCENARIOS``) in ``folder``."""
-    topology_name, wait = parse(scenario)
+    parsed = parse(scenario)
     folder.mkdir(parents=True, exist_ok=True)
-    topology = (_SentinelTopology if topology_name == "sentinel-failover" else _ClusterTopology)(
-        folder, options
-    )
-    shards = SHARDS if topology_name == "cluster-sharded-failover" else 1
+    topology: _SentinelTopology | _ClusterTopology
+    if parsed.topology.startswith("sentinel-"):
+        topology = _SentinelTopology(folder, options, parsed)
+    else:
+        topology = _ClusterTopology(folder, options)
+    shards = SHARDS if parsed.topology == "cluster-sharded-failover" else 1
     ledger = LedgerWriter(folder / "ledger.jsonl")
+    wait = parsed.wait_replicas
     settings = smq.Settings(url=topology.url, cluster=topology.cluster, wait_replicas=wait)
     client = smq.Client(settings=settings)
     try:
-        return _run(scenario, wait, folder, options, topology, client, ledger, shards)
+        return _run(scenario, parsed, folder, options, topology, client, ledger, shards)
     finally:
         client.close()
         ledger.close()
@@ -241,7 +322,7 @@ def run_failover(scenario: str, folder: Path, options: Options) -> Result:
 
 def _run(
     scenario: str,
-    wait: int,
+    parsed: Scenario,
     folder: Path,
     options: Options,
     topology: _SentinelTopology | _ClusterTopology,
@@ -258,8 +339,8 @@ def _run(
     chance = random.Random(options.seed)
     producers, consumers = _Threads(), _Threads()
     connect = ["--cluster"] if topology.cluster else []
-    if wait:
-        connect += ["--wait-replicas", str(wait)]
+    if parsed.wait_replicas is not None:
+        connect += ["--wait-replicas", str(parsed.wait_replicas)]
     args = ["--visibility-timeout", str(visibility), "--concurrency", str(options.concurrency)]
     args += ["--wait-time", "1", "--grace-period", "20", *connect]
     fleet = Fleet(folder, topology.url, QUEUE, options.workers, args, options.work_ms)
@@ -274,8 +355,12 @@ def _run(
         producers.start(_produce, 0, _boto3_sender(sqs, url), ledger, rate)
         for index in range(1, options.producers):
             producers.start(_produce, index, _python_sender(queue), ledger, rate)
-        for _ in range(options.consumers):
-            consumers.start(_consume_python, queue, ledger, visibility)
+        # With two consumers or more, one receives and deletes over the SQS API too.
+        for index in range(options.consumers):
+            if index == 0 and options.consumers > 1:
+                consumers.start(_consume_boto3, sqs, url, ledger, visibility)
+            else:
+                consumers.start(_consume_python, queue, ledger, visibility)
         for _ in paced_kills(options.seconds, options.kill_every, chance):
             fleet.check()
             kills.append(topology.fail_over())
@@ -297,7 +382,7 @@ def _run(
     )
     result.notes = notes
     result.resume = resume_times(lines, kills)
-    result.strict = wait > 0
+    result.strict = parsed.strict
     return result
 
 

@@ -38,12 +38,13 @@ SCRIPT_COMMANDS = (
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "info", "ping", "hello", "client|setinfo", "client|setname", "subscribe",
     "unsubscribe", "exists", "hget", "hmget", "xrange", "zadd", "zrange", "zrangebylex", "zrem", "wait",
-    "hsetnx", "hset", "hgetall", "expire", "del",
+    "role", "hsetnx", "hset", "hgetall", "expire", "del",
 )  # fmt: skip
 """The commands the client sends itself: scripts, the eviction check, the name of ``smq serve``'s
 event-loop connection, long-poll
 wake-ups, the queue registry and index reads, the event stream, the wait for
-replicas (``Settings.wait_replicas``), the Spark stream's records of its micro-batches."""
+replicas (``Settings.wait_replicas``: WAIT, and ROLE and INFO to count them), the Spark
+stream's records of its micro-batches."""
 
 WAIT_AOF_COMMANDS = ("waitaof",)
 """What ``Settings(wait_aof=True)`` sends besides (Redis 7.2 and later, Valkey:

@@ -51,7 +51,15 @@ from ._move_tasks import MoveTask
 from ._moves import recover, redrive
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR, split_name
 from ._queue import Queue
-from ._replicas import NotReplicated, check_wait, note_not_replicated, wait_of
+from ._replicas import (
+    NotReplicated,
+    check_wait,
+    decide_wait,
+    note_not_replicated,
+    refused_for_replicas,
+    wait_of,
+    warn_deposable,
+)
 from ._scripts import NotSent, ScriptRunner, text_pairs
 from ._sentinel import connect_sentinel, is_sentinel_url, parse_sentinel_url
 from ._settings import Settings
@@ -487,6 +495,11 @@ class Client:
         except _REFUSED as error:
             raise Unavailable(f"{what} on queue {queue!r} did not run: {error}") from error
         except RedisError as error:
+            if refused_for_replicas(error):
+                raise Unavailable(
+                    f"{what} on queue {queue!r} did not run: the primary has too few replicas "
+                    f"to keep it through a failover ({error})"
+                ) from error
             raise BackendError(f"{what} on queue {queue!r}: {error}") from error
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
@@ -515,9 +528,14 @@ class Client:
         hint = acl_hint(isinstance(self._redis, RedisCluster))
         try:
             sharding = isinstance(self._redis, RedisCluster) and self.settings.sharded_pubsub is not False
-            healths = self.redis_health() if sharding or not self.settings.allow_eviction else []
+            deciding = self.settings.wait_replicas is None
+            needed = sharding or deciding or not self.settings.allow_eviction
+            healths = self.redis_health() if needed else []
             self._check_eviction(healths)
             self._scripts.sharded = self._use_sharded_pubsub(healths)
+            if deciding:
+                self._scripts.set_wait(decide_wait(self.settings, healths))
+            warn_deposable(self._scripts.wait, healths)
             check_access(self)
             check_wait(self)
         except NoPermissionError as error:  # NOPERM on EVALSHA or SCRIPT LOAD themselves

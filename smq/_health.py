@@ -22,6 +22,11 @@ class RedisHealth:
         aof_enabled: The append-only file is on.
         aof_last_write_ok: The last write to the append-only file succeeded.
         evicted_keys: Keys evicted since the server started.
+        connected_replicas: Replicas connected to it (``connected_slaves``).
+        writes_need_replicas: ``min-replicas-to-write`` and
+            ``min-replicas-max-lag`` are set (the server then shows
+            ``min_slaves_good_slaves``): it refuses writes while too few
+            replicas have answered within the lag.
     """
 
     node: str
@@ -32,6 +37,8 @@ class RedisHealth:
     aof_enabled: bool
     aof_last_write_ok: bool
     evicted_keys: int
+    connected_replicas: int = 0
+    writes_need_replicas: bool = False
 
 
 def read_health(redis_client: Any) -> list[RedisHealth]:
@@ -63,4 +70,6 @@ def _health(node: str, info: Mapping[str, Any]) -> RedisHealth:
         aof_enabled=bool(int(info.get("aof_enabled", 0))),
         aof_last_write_ok=_text(info.get("aof_last_write_status", "ok")) == "ok",
         evicted_keys=int(info.get("evicted_keys", 0)),
+        connected_replicas=int(info.get("connected_slaves", 0)),
+        writes_need_replicas="min_slaves_good_slaves" in info,
     )

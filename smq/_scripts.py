@@ -43,7 +43,8 @@ from redis.exceptions import (
 
 from ._fork import reset_after_fork
 from ._keys import KINDS, QueueKeys
-from ._replicas import READ_ONLY, Wait
+from ._replicas import READ_ONLY, NotReplicated, SentinelCount, Wait
+from ._sentinel import sentinel_replicas
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -224,9 +225,8 @@ class ScriptRunner:
         self._cluster = isinstance(redis, RedisCluster)
         pool = getattr(redis, "connection_pool", None)
         self._pool = pool if isinstance(redis, Redis) and pool is not None else None
-        if wait is not None and self._pool is None and not self._cluster:
-            raise TypeError("waiting for replicas needs a redis.Redis or redis.cluster.RedisCluster client")
-        self.wait = wait
+        self.wait: Wait | None = None
+        self.set_wait(wait)
         # Long-poll wake-ups by sharded Pub/Sub (SPUBLISH): set once the servers are known.
         self.sharded = False
         self._local = threading.local()
@@ -237,6 +237,20 @@ class ScriptRunner:
         # Scripts that ran (so were loaded on a node); see run_many.
         self._ran: set[str] = set()
         reset_after_fork(self)
+
+    @property
+    def _sentinel_count(self) -> SentinelCount | None:
+        """How a wait asks the Sentinels which replicas count, on a Sentinel deployment."""
+        pool = self._pool
+        if pool is None or not hasattr(pool, "sentinel_manager"):
+            return None
+        return functools.partial(sentinel_replicas, pool)
+
+    def set_wait(self, wait: Wait | None) -> None:
+        """Follow each script that writes with ``wait`` from now on (None: answer at once)."""
+        if wait is not None and self._pool is None and not self._cluster:
+            raise TypeError("waiting for replicas needs a redis.Redis or redis.cluster.RedisCluster client")
+        self.wait = wait
 
     def _after_fork(self) -> None:
         # Another thread of the parent may have held the lock at the fork.
@@ -317,7 +331,7 @@ class ScriptRunner:
     ) -> list[Any]:
         """Write ``commands`` at once on this thread's connection to ``node``; each reply or error."""
         try:
-            connection = self._write(node, pool, commands, wait)
+            connection, asked = self._write(node, pool, commands, wait)
         except NotSent as error:
             if error.connected and len(commands) > 1:
                 # The write broke after it began: the first script may have gone out whole, and run.
@@ -332,8 +346,8 @@ class ScriptRunner:
                     replies.append(error)  # this one did not run; the others' replies follow
             if wait is not None:
                 if not wait.pipelined:
-                    connection.send_packed_command(_packed(connection, [wait.command]))
-                wait.check(connection.read_response())
+                    connection.send_packed_command(_packed(connection, wait.commands_for(asked)))
+                wait.settle(node, connection, asked, self._sentinel_count)
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
             ran = _any_ran(replies)
@@ -343,6 +357,10 @@ class ScriptRunner:
             raise
         except ResponseError:
             self._drop(node, connection)  # the wait's reply was an error: start afresh
+            raise
+        except NotReplicated as error:
+            if error.deposed:
+                self._drop(node, connection)  # the next call asks the Sentinels afresh
             raise
         return replies
 
@@ -370,18 +388,24 @@ class ScriptRunner:
                 asking = ask  # the slot is moving: this key is at the node named, for now
         raise NotSent(f"the slot of the call kept moving ({_REDIRECTS} redirects): retry")
 
-    def _write(self, node: str, pool: Any, commands: list[tuple[Any, ...]], wait: Wait | None) -> Any:
-        """This thread's connection to ``node``, with ``commands`` (and a pipelined wait) written on it."""
+    def _write(
+        self, node: str, pool: Any, commands: list[tuple[Any, ...]], wait: Wait | None
+    ) -> tuple[Any, int]:
+        """This thread's connection to ``node``, with ``commands`` (and a pipelined wait) written
+        on it; and how many replicas the wait asks for (0 without one)."""
         connection = self._connection(node, pool)
         packed = list(commands)
-        if wait is not None and wait.pipelined:
-            packed.append(wait.command)
+        asked = 0
         connected = False
         try:
             # Connecting, or writing: a failure here leaves a command unsent or
             # cut short (a peer gone before the last byte ran nothing).
             connection.connect()
             connected = True
+            if wait is not None:
+                asked = wait.asked(node, connection)  # of the node connected to (Sentinel: found now)
+                if wait.pipelined:
+                    packed.extend(wait.commands_for(asked))
             connection.send_packed_command(_packed(connection, packed))
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
@@ -391,12 +415,12 @@ class ScriptRunner:
             unsent = NotSent(str(error))
             unsent.connected = connected
             raise unsent from error
-        return connection
+        return connection, asked
 
     def _send_to(
         self, node: str, pool: Any, command: tuple[Any, ...], wait: Wait | None, asking: bool
     ) -> Any:
-        connection = self._write(node, pool, [("ASKING",), command] if asking else [command], wait)
+        connection, asked = self._write(node, pool, [("ASKING",), command] if asking else [command], wait)
         try:
             if asking:
                 connection.read_response()
@@ -422,10 +446,14 @@ class ScriptRunner:
         if wait is not None:
             try:
                 if not wait.pipelined:
-                    connection.send_packed_command(_packed(connection, [wait.command]))
-                wait.check(connection.read_response())
+                    connection.send_packed_command(_packed(connection, wait.commands_for(asked)))
+                wait.settle(node, connection, asked, self._sentinel_count)
             except (ConnectionError, TimeoutError, OSError):
                 self._drop(node, connection)
+                raise
+            except NotReplicated as error:
+                if error.deposed:
+                    self._drop(node, connection)  # the next call asks the Sentinels afresh
                 raise
         return reply
 

@@ -137,3 +137,57 @@ def connect_sentinel(target: SentinelTarget, max_connections: int, options: dict
         **plain,
         **tls,
     )
+
+
+_NOT_CANDIDATES = {"s_down", "o_down", "disconnected"}
+"""Flags of a replica a Sentinel would not promote (nor one of replica priority 0)."""
+
+
+def sentinel_replicas(pool: Any, connection: Any) -> frozenset[str] | None:
+    """The replicas (``host:port``) of the node of ``connection`` that a failover could
+    promote, as the Sentinels see them; None when they do not name that node the primary.
+
+    ``pool`` is the Sentinel connection pool of ``connect_sentinel``'s client.
+    Every Sentinel that answers is asked: one that names another primary
+    makes it None (the Sentinel that led a failover names the promoted
+    replica first, the others follow a moment later), and so does no answer
+    at all. A replica counts when some Sentinel holds it up (not down, not
+    cut off from it, of a priority above 0) and last saw it replicate from
+    this node; one that reports another primary (a deposed primary the
+    Sentinels have not yet turned into a replica) would not have this node's
+    changes whatever smq waited for.
+    """
+    here = (str(connection.host), int(connection.port))
+    found: set[str] | None = None
+    for sentinel in pool.sentinel_manager.sentinels:
+        try:
+            address = sentinel.execute_command("SENTINEL", "get-master-addr-by-name", pool.service_name)
+            if not address:
+                continue
+            host, port = (_str(part) for part in address)
+            if (host, int(port)) != here:
+                return None
+            replicas = sentinel.execute_command("SENTINEL", "replicas", pool.service_name)
+        except Exception:  # noqa: BLE001 - a Sentinel down or cut off: ask the others
+            continue
+        found = found or set()
+        for replica in replicas:
+            fields = {_str(k): _str(v) for k, v in _pairs(replica)}
+            if (
+                set(fields.get("flags", "").split(",")) & _NOT_CANDIDATES
+                or fields.get("slave-priority") == "0"
+            ):
+                continue
+            following = (fields.get("master-host"), fields.get("master-port")) == (here[0], str(here[1]))
+            if fields.get("role-reported") == "slave" and following:
+                found.add(f"{fields.get('ip')}:{fields.get('port')}")
+    return None if found is None else frozenset(found)
+
+
+def _pairs(reply: Any) -> Any:
+    """The (field, value) pairs of a Sentinel's description of an instance (a map or a flat list)."""
+    return reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -42,8 +42,13 @@ class Settings:
             (``tls-auth-clients``); with ``tls_key``, its private key.
         tls_key: Private key (PEM) of ``tls_cert``.
         wait_replicas: Replicas that must have each change before a call
-            answers (Redis ``WAIT``). 0, the default, answers as soon as the
-            primary has it: a failover may lose the last changes acknowledged.
+            answers (Redis ``WAIT``). None, the default, decides when the
+            client starts: 1 where Redis has replicas (a Sentinel URL, or a
+            primary that reports a connected replica or sets
+            ``min-replicas-to-write``), else 0. 0 is the opt-out: answer as
+            soon as the primary has the change, faster, but a failover or a
+            paused primary may lose the last changes acknowledged (see the
+            operations guide's durability table).
         wait_timeout: Seconds to wait for them (more than 0, less than
             ``socket_timeout``). When fewer confirm in time, the change ran on
             the primary but may be lost: the call raises ``OutcomeUnknown``.
@@ -73,7 +78,7 @@ class Settings:
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
-    wait_replicas: int = 0
+    wait_replicas: int | None = None
     wait_timeout: float = 1.0
     wait_aof: bool = False
     sharded_pubsub: bool | None = None
@@ -82,8 +87,10 @@ class Settings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("a client certificate needs its key (tls_cert and tls_key)")
         replicas = self.wait_replicas
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= 1000:
-            raise ValueError(f"wait_replicas must be 0 to 1000, not {replicas!r}")
+        if replicas is not None and (
+            isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= 1000
+        ):
+            raise ValueError(f"wait_replicas must be 0 to 1000 (or None: decided at start), not {replicas!r}")
         timeout = self.wait_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0.001 <= timeout:
             raise ValueError(f"wait_timeout must be at least 0.001 seconds, not {timeout!r}")

@@ -408,6 +408,13 @@ class EmbeddedSentinel:
 
     The Sentinels mark the primary down after ``down_after_ms`` without an
     answer and promote a replica; a majority of them must agree.
+
+    Every data node refuses writes while fewer than ``min_replicas_to_write``
+    replicas have answered it within ``min_replicas_max_lag`` seconds (Redis
+    ``min-replicas-to-write``, ``min-replicas-max-lag``; 0 turns it off): a
+    primary cut off from its replicas, or paused past a failover, stops
+    taking writes that the failover would erase. The defaults are those the
+    operations guide recommends for production.
     """
 
     def __init__(
@@ -419,7 +426,9 @@ class EmbeddedSentinel:
         service: str = "smq",
         server: str | None = None,
         appendfsync: str = "everysec",
-        down_after_ms: int = 1000,
+        down_after_ms: int = 5000,
+        min_replicas_to_write: int = 1,
+        min_replicas_max_lag: int = 5,
         config: Sequence[str] = (),
     ) -> None:
         self.directory = Path(directory).resolve()
@@ -429,7 +438,11 @@ class EmbeddedSentinel:
         self.replica_count = replicas
         self.sentinel_count = sentinels
         self.down_after_ms = down_after_ms
-        self.extra_config = list(config)
+        self.extra_config = [
+            f"min-replicas-to-write {min_replicas_to_write}",
+            f"min-replicas-max-lag {min_replicas_max_lag}",
+            *config,
+        ]
         self.nodes: list[EmbeddedRedis] = []
         self.sentinels: list[tuple[int, subprocess.Popen[bytes]]] = []
 

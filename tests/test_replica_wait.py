@@ -183,12 +183,88 @@ def test_read_only_calls_do_not_wait_and_writes_do(replicated: Replicated) -> No
         assert replicated.waits() > before
 
 
-def test_without_the_setting_nothing_waits(replicated: Replicated) -> None:
-    with replicated.client() as client:
+def test_by_default_a_primary_with_replicas_has_each_change_on_every_replica(replicated: Replicated) -> None:
+    # A Sentinel promotes by offsets it read up to seconds before: only a change on every
+    # replica is sure to be on the one it picks.
+    with replicated.client(wait_timeout=5) as client:
+        queue = client.create_queue("default")
+        before = replicated.waits()
+        for n in range(10):
+            sent = queue.send(f"m{n}")
+            for replica in replicated.replicas:
+                with replica.client() as direct:
+                    stored = {
+                        message_id(field.decode()) for field in direct.hkeys(QueueKeys.of("default").messages)
+                    }
+                    assert sent.message_id in stored, f"m{n} missing on a replica"
+        assert replicated.waits() > before
+        wait = client._scripts.wait
+        assert wait is not None and wait.every
+        assert len(wait.known[f"127.0.0.1:{replicated.primary.port}"].answering) == 2
+
+
+def test_by_default_a_stalled_replica_stops_being_waited_for_once_it_lags(replicated: Replicated) -> None:
+    first = replicated.replicas[0]
+    assert first.process is not None
+    with replicated.client(wait_timeout=0.5) as client:
+        queue = client.create_queue("stalled")
+        queue.send("both")
+        os.kill(first.process.pid, signal.SIGSTOP)
+        try:
+            unknown, deadline = 0, time.monotonic() + 20
+            while True:
+                try:
+                    queue.send("one")
+                    break
+                except smq.OutcomeUnknown as error:  # until it counts as departed (some seconds)
+                    assert "of 2 replicas" in str(error)
+                    unknown += 1
+                assert time.monotonic() < deadline, "the stalled replica was waited for on and on"
+            wait = client._scripts.wait
+            assert wait is not None and len(wait.known[f"127.0.0.1:{replicated.primary.port}"].answering) == 1
+        finally:
+            os.kill(first.process.pid, signal.SIGCONT)
+
+
+def test_wait_replicas_0_opts_out_of_waiting(replicated: Replicated) -> None:
+    with replicated.client(wait_replicas=0) as client:
         queue = client.create_queue("plain")
         before = replicated.waits()
         queue.send("x")
         assert replicated.waits() == before
+
+
+def test_by_default_a_single_redis_waits_for_nothing(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path / "single") as node, smq.Client(node.url) as client:
+        client.create_queue("alone").send("x")
+        with node.client() as direct:
+            assert "cmdstat_wait" not in direct.info("commandstats")
+        assert client._scripts.wait is None
+
+
+def test_a_primary_that_refuses_writes_without_replicas_is_unavailable_and_nothing_ran(
+    replicated: Replicated,
+) -> None:
+    # min-replicas-to-write: the primary refuses (NOREPLICAS) before the script changes
+    # anything, so the call did not run (Unavailable), unlike a wait that timed out.
+    with replicated.primary.client() as primary, replicated.client() as client:
+        queue = client.create_queue("guarded")
+        queue.send("before")
+        primary.config_set("min-replicas-max-lag", 1)
+        primary.config_set("min-replicas-to-write", 1)
+        try:
+            with replicated.stopped():
+                deadline = time.monotonic() + 10
+                while int(primary.info("replication").get("min_slaves_good_slaves", 1)) > 0:
+                    assert time.monotonic() < deadline, "the replicas' lag did not pass 1 s"
+                    time.sleep(0.1)
+                with pytest.raises(
+                    smq.Unavailable, match=r"send on queue 'guarded' did not run: .*NOREPLICAS"
+                ):
+                    queue.send("refused")
+                assert queue.attributes().visible == 1
+        finally:
+            primary.config_set("min-replicas-to-write", 0)
 
 
 def test_waitaof_waits_for_the_disks_of_primary_and_replicas(replicated: Replicated) -> None:
@@ -203,7 +279,7 @@ def test_waitaof_waits_for_the_disks_of_primary_and_replicas(replicated: Replica
 
 
 def test_waitaof_alone_waits_for_the_primarys_disk(replicated: Replicated) -> None:
-    with replicated.client(wait_aof=True, wait_timeout=0.3) as client, replicated.stopped():
+    with replicated.client(wait_aof=True, wait_replicas=0, wait_timeout=0.3) as client, replicated.stopped():
         client.create_queue("local-disk").send("on disk")  # no replica asked: they may sleep
 
 
@@ -331,3 +407,19 @@ def test_the_spark_options_carry_the_wait() -> None:
     )
     with pytest.raises(smq.InvalidParameter, match="waitTimeout must be a number of seconds"):
         SourceOptions.parse({"queue": "q", "waitTimeout": "soon"})
+
+
+def test_smq_serve_waits_for_a_replica_by_default(replicated: Replicated) -> None:
+    from http_support import Server, json_client
+
+    server = Server(replicated.primary.url, "--no-auth")
+    try:
+        sqs = json_client(server.url)
+        url = sqs.create_queue(QueueName="served")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="warm")  # the first call checks Redis
+        before = replicated.waits()
+        for n in range(5):
+            sqs.send_message(QueueUrl=url, MessageBody=f"m{n}")
+        assert replicated.waits() >= before + 5
+    finally:
+        server.stop()

@@ -23,7 +23,9 @@ from smq.embedded import EmbeddedSentinel
 
 @pytest.fixture
 def sentinel(tmp_path: Path) -> Iterator[EmbeddedSentinel]:
-    with EmbeddedSentinel(tmp_path / "sentinel") as deployment:
+    # Sentinels that call a primary down after 1 s (production wants more, see the operations
+    # guide): the failovers of these tests take seconds, not tens of them.
+    with EmbeddedSentinel(tmp_path / "sentinel", down_after_ms=1000) as deployment:
         yield deployment
 
 
@@ -60,12 +62,14 @@ def test_a_client_follows_a_failover_without_a_restart(sentinel: EmbeddedSentine
         queue.send("before")
         (held,) = queue.receive(1)
         new = kill_primary(sentinel)
-        # The first calls may find the old primary gone; then they reach the new one.
+        # The first calls may find the old primary gone, or the new one not yet with all the
+        # replicas the Sentinels count (OutcomeUnknown: the send may have landed); then they
+        # reach the new one.
         eventually(lambda: queue.send("after") is not None, 30, "send after the failover")
         info = queue.attributes()
-        assert (info.visible, info.in_flight) == (1, 1)
+        assert info.visible >= 1 and info.in_flight == 1
         queue.delete(held)  # the receipt of the old primary is good on the new one
-        assert [m.body for m in queue.receive(10)] == ["after"]
+        assert {m.body for m in queue.receive(10)} == {"after"}
         with sentinel.node_at(new).client() as primary:
             assert primary.info("replication")["role"] == "master"
 
@@ -76,7 +80,8 @@ def test_a_long_poll_is_woken_through_the_new_primary(sentinel: EmbeddedSentinel
         assert queue.receive(1, wait_time_seconds=0) == []
         kill_primary(sentinel)
         eventually(lambda: producer.get_queue("jobs").send("warm up") is not None, 30, "a send")
-        queue.receive(1)  # take the warm-up message: the next receive must wait
+        while queue.receive(10):  # take the warm-up messages (an unknown outcome may have landed)
+            pass
         got: list[list[smq.Message]] = []
         waiting = threading.Thread(target=lambda: got.append(queue.receive(1, wait_time_seconds=20)))
         started = time.monotonic()
@@ -99,7 +104,7 @@ def test_smq_serve_keeps_serving_through_a_failover(sentinel: EmbeddedSentinel) 
         bodies = sorted(
             m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
         )
-        assert bodies == ["after", "before"]
+        assert sorted(set(bodies)) == ["after", "before"]  # a 500 (outcome unknown) may have landed
     finally:
         server.stop()
 

@@ -160,13 +160,14 @@ def redis_options(command: F) -> F:
             "--wait-replicas",
             envvar="SMQ_WAIT_REPLICAS",
             type=click.IntRange(0, 1000),
-            default=0,
-            show_default=True,
+            default=None,
             metavar="N",
             expose_value=False,
             callback=_remember(_WAIT_KEY),
             help="Replicas that must have each change before a call answers (Redis WAIT); when fewer "
-            "confirm within --wait-timeout, the call fails with its outcome unknown (env SMQ_WAIT_REPLICAS).",
+            "confirm within --wait-timeout, the call fails with its outcome unknown. Default: 1 where "
+            "Redis has replicas, else 0; 0 answers sooner, but a failover may lose acknowledged "
+            "changes (env SMQ_WAIT_REPLICAS).",
         ),
         click.option(
             "--wait-timeout",
@@ -227,7 +228,7 @@ def open_client(
 class WaitSettings(TypedDict, total=False):
     """The wait fields of ``Settings``."""
 
-    wait_replicas: int
+    wait_replicas: int | None
     wait_timeout: float
     wait_aof: bool
 
@@ -237,7 +238,7 @@ def redis_wait_settings() -> WaitSettings:
     checked against each other: a bad combination ends the command with one line."""
     given = _given(_WAIT_KEY)
     wait = WaitSettings()
-    if given.get("wait_replicas"):
+    if given.get("wait_replicas") is not None:
         wait["wait_replicas"] = int(given["wait_replicas"])
     if given.get("wait_timeout") is not None:
         wait["wait_timeout"] = float(given["wait_timeout"])

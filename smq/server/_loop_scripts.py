@@ -143,7 +143,7 @@ class LoopScripts:
     def __init__(self, client: Client, hop: Hop) -> None:
         self._client = client
         self._hop = hop
-        self._cluster = type(client._redis) is RedisCluster and client._scripts.wait is None
+        self._cluster = type(client._redis) is RedisCluster
         single = None if self._cluster else _node_options(client)
         # Each node's connection options (None: a node this module does not talk to).
         self._options: dict[str, dict[str, Any] | None] = {"": single}
@@ -171,9 +171,10 @@ class LoopScripts:
         """``Client.run`` for one script call."""
         client = self._client
         command, slot = client._scripts._command(call.script, call.keys, call.args)
-        # Before the client's first call has checked Redis (eviction policy, ACL), and for
-        # nodes this module does not talk to: the blocking path.
-        node = self._node(slot) if client._checked else None
+        # Before the client's first call has checked Redis (eviction policy, ACL, whether to
+        # wait for replicas), with replica waits (sent on the script's own connection), and
+        # for nodes this module does not talk to: the blocking path.
+        node = self._node(slot) if client._checked and client._scripts.wait is None else None
         if node is None:
             return await self._hop(call.run, client)
         try:
@@ -316,8 +317,8 @@ def _hello(options: dict[str, Any]) -> list[tuple[Any, ...]]:
 def _node_options(client: Client) -> dict[str, Any] | None:
     """The connection options of a single Redis this module can talk to, else None."""
     redis_client = client._redis
-    if type(redis_client) is not redis.Redis or client._scripts.wait is not None:
-        return None  # replica waits: the wait is sent on the script's own connection
+    if type(redis_client) is not redis.Redis:
+        return None
     return _pool_options(redis_client.connection_pool)
 
 

@@ -118,7 +118,8 @@ class SourceOptions:
         queue = lowered.get("queue")
         if not queue:
             raise InvalidParameter('the smq data source needs option("queue", <name>)')
-        wait_replicas = _int(lowered, "waitReplicas", 0, 0, 1000)
+        given = lowered.get("waitreplicas")
+        wait_replicas = None if given is None else _int(lowered, "waitReplicas", 0, 0, 1000)
         wait_timeout = _seconds(lowered, "waitTimeout", 1.0)
         try:
             settings = Settings(
