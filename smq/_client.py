@@ -73,6 +73,9 @@ from ._wakeup import Waker
 _NAME_PART = re.compile(rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}")
 
 
+_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel")
+
+
 def _no_retries() -> Retry:
     # redis-py retries failed calls by default; a retried send or receive could
     # run twice, so smq never retries (a lost call surfaces as OutcomeUnknown).
@@ -84,6 +87,11 @@ def connect(settings: Settings) -> Any:
     settings = settings.resolved()
     url = settings.url
     assert url is not None
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme not in _SCHEMES:
+        raise InvalidParameter(
+            f"Redis URL {url!r}: the scheme must be one of {', '.join(s + '://' for s in _SCHEMES)}"
+        )
     options: dict[str, Any] = dict(
         retry=_no_retries(),
         socket_timeout=settings.socket_timeout,

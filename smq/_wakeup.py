@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from ._errors import BackendError
 from ._fork import reset_after_fork
+from ._outage import Outage
 
 log = logging.getLogger("smq.wakeup")
 
@@ -265,6 +266,7 @@ class Waker:
                 self._wake_everyone()
         with contextlib.suppress(Exception):
             broken.close()
+        outage = Outage(log, "wake channel still unreachable")
         for attempt in range(10**9):
             time.sleep(_RECONNECT_DELAYS[min(attempt, len(_RECONNECT_DELAYS) - 1)])
             with self._send_lock:
@@ -281,7 +283,7 @@ class Waker:
                     if not channels:
                         pubsub.ping()  # prove the connection before using it
                 except (RedisError, OSError) as error:
-                    log.warning("wake channel still unreachable (%s)", error)
+                    outage.failed(error)
                     with self._cond:
                         self._sent.clear()
                     with contextlib.suppress(Exception):
@@ -290,4 +292,5 @@ class Waker:
                 with self._cond:
                     self._pubsub = pubsub
                     self._cond.notify_all()
+                outage.succeeded()
                 return

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 import smq
+from smq.embedded import EmbeddedRedis
 
 
 def _smq(*args: str) -> subprocess.CompletedProcess[str]:
@@ -70,3 +74,44 @@ def test_options_read_smq_environment_variables(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert done.returncode == 1 and "from-env.sock" in done.stderr
+
+
+@pytest.mark.parametrize("command", [["queue", "list"], ["serve", "--port", "0"], ["exporter", "--port", "0"]])
+def test_a_redis_url_of_an_unknown_scheme_is_one_line_naming_the_option(command: list[str]) -> None:
+    done = _smq(*command, "--redis-url", "foo://somewhere:6379")
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr, done.stderr
+    assert last.startswith("smq: --redis-url (or SMQ_REDIS_URL): Redis URL 'foo://somewhere:6379'"), last
+    assert "redis://, rediss://, unix://" in last
+
+
+def test_a_queue_that_exists_with_other_settings_is_told_in_the_options_words(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path / "redis") as node:
+        assert _smq("queue", "create", "jobs", "--redis-url", node.url).returncode == 0
+        done = _smq("queue", "create", "jobs", "--visibility-timeout", "60", "--redis-url", node.url)
+        assert done.returncode == 1
+        assert done.stderr.strip() == "smq: queue 'jobs' exists with --visibility-timeout 30, not 60"
+        done = _smq("queue", "create", "j.fifo", "--content-based-deduplication", "--redis-url", node.url)
+        assert done.returncode == 0
+        done = _smq("queue", "create", "j.fifo", "--no-content-based-deduplication", "--redis-url", node.url)
+        assert done.stderr.strip() == "smq: queue 'j.fifo' exists with --content-based-deduplication on, not off"
+
+
+def test_smq_serve_says_once_that_redis_is_down_not_once_a_second() -> None:
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "smq", "serve", "--port", "0", "--no-auth", "--redis-url", "redis://127.0.0.1:1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stdout is not None
+        assert "listening on" in serve.stdout.readline()
+        time.sleep(6)  # the move-task loop tries Redis every second or so
+    finally:
+        serve.terminate()
+        _, err = serve.communicate(timeout=30)
+    lines = [line for line in err.splitlines() if "127.0.0.1:1" in line and "Redis at" not in line]
+    assert len(lines) == 1, err
+    assert "said again every 60 s while it lasts" in lines[0]

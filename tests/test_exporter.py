@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 import smq
-from conftest import Clock, stderr_line_after, stored_id
+from conftest import Clock, need_program, stderr_line_after, stored_id
 from metrics_support import labelled, names, scrape, serving_exporter, value
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
 from smq.exporter import COUNTER_METRICS, Exporter, ExporterConfig
+from smq.exporter._config import DEPRECATED_NAMES
 
 BIN = Path(sys.executable).parent
 
@@ -69,10 +70,32 @@ def test_scrape_reports_queue_settings_as_numbers(redis_client: smq.Client) -> N
         "smq_queue_receive_wait_time_seconds": 20,
         "smq_queue_maximum_message_size_bytes": 2048,
         "smq_queue_in_flight_limit": 10,
-        "smq_queue_max_receive_count": 3,
+        "smq_queue_max_receives": 3,
     }
     assert {name: value(samples, name, queue="jobs") for name in expected} == expected
-    assert value(samples, "smq_queue_max_receive_count", queue="dlq") == 0
+    assert value(samples, "smq_queue_max_receives", queue="dlq") == 0
+    assert "smq_queue_max_receive_count" not in names(samples)  # deprecated: opt-in
+
+
+def test_the_deprecated_metric_names_are_reported_beside_the_new_when_asked(redis_client: smq.Client) -> None:
+    redis_client.create_queue("dlq")
+    redis_client.create_queue("jobs", redrive_policy=smq.RedrivePolicy("dlq", 3))
+    with serving_exporter(redis_client, ExporterConfig(deprecated_names=True)) as url:
+        samples = scrape(url)
+    for new, old in DEPRECATED_NAMES.items():
+        assert value(samples, old, queue="jobs") == value(samples, new, queue="jobs") == 3
+
+
+def test_the_exporters_metrics_pass_promtool_check_metrics(redis_client: smq.Client) -> None:
+    promtool = need_program("promtool", "Debian: apt-get install prometheus")
+    redis_client.create_queue("dlq")
+    redis_client.create_queue("jobs", redrive_policy=smq.RedrivePolicy("dlq", 3))
+    redis_client.create_queue("orders.fifo")
+    redis_client.get_queue("jobs").send("x")
+    with serving_exporter(redis_client) as url:
+        text = urllib.request.urlopen(url, timeout=10).read()
+    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
+    assert done.returncode == 0, (done.stdout + done.stderr).decode()
 
 
 def test_in_flight_limit_in_use_is_the_share_of_the_limit_taken(redis_client: smq.Client) -> None:

@@ -46,11 +46,13 @@ def test_batches_whose_entries_all_fail_have_no_successful(api: Any, url: str) -
     assert "Successful" not in deleted and [f["Id"] for f in deleted["Failed"]] == ["a"]
 
 
-def test_a_new_queue_is_encrypted_with_sqs_managed_keys(api: Any, url: str) -> None:
+def test_a_new_queue_does_not_claim_encryption_smq_does_not_do(api: Any, url: str) -> None:
+    # SQS encrypts a new queue with SQS-managed keys and says "true"; smq keeps bodies in
+    # Redis in clear, so it says "false" (docs/sqs-differences.md).
     everything = attributes_of(api, url)
-    assert everything["SqsManagedSseEnabled"] == "true"
+    assert everything["SqsManagedSseEnabled"] == "false"
     assert "KmsDataKeyReusePeriodSeconds" not in everything and "KmsMasterKeyId" not in everything
-    assert attributes_of(api, url, "SqsManagedSseEnabled") == {"SqsManagedSseEnabled": "true"}
+    assert attributes_of(api, url, "SqsManagedSseEnabled") == {"SqsManagedSseEnabled": "false"}
     assert attributes_of(api, url, "KmsDataKeyReusePeriodSeconds") == {}
 
 
@@ -70,5 +72,5 @@ def test_a_kms_key_reports_its_reuse_period_and_no_sqs_managed_encryption(api: A
     assert attributes_of(api, url, "KmsDataKeyReusePeriodSeconds") == {"KmsDataKeyReusePeriodSeconds": "600"}
     api.set_queue_attributes(QueueUrl=url, Attributes={"KmsMasterKeyId": ""})  # no KMS key any more
     everything = attributes_of(api, url)
-    assert everything["SqsManagedSseEnabled"] == "true"
+    assert everything["SqsManagedSseEnabled"] == "false"  # SQS: "true"; smq encrypts nothing
     assert "KmsDataKeyReusePeriodSeconds" not in everything

@@ -12,6 +12,7 @@ import click
 import redis
 
 from .._client import Client
+from .._errors import InvalidParameter
 from .._sentinel import sentinel_url
 from .._settings import Settings
 from .._tls import check_client_files, is_tls_url
@@ -221,7 +222,11 @@ def open_client(
     with redis_for(redis_url, cluster, data_dir, long_running=long_running) as url:
         tls = redis_tls_settings(url)
         wait = redis_wait_settings()
-        with Client(settings=Settings(url=url, cluster=cluster, **tls, **wait, **settings)) as client:
+        try:
+            client = Client(settings=Settings(url=url, cluster=cluster, **tls, **wait, **settings))
+        except InvalidParameter as error:
+            fail(f"--redis-url (or SMQ_REDIS_URL): {error}")
+        with client:
             yield client
 
 

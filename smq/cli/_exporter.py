@@ -52,6 +52,12 @@ from ._logging import log_level_option, setup_logging
     type=click.FloatRange(0.1, 60),
     help="Seconds a Redis call may take; keep it below Prometheus's scrape timeout.",
 )
+@click.option(
+    "--deprecated-metric-names",
+    is_flag=True,
+    help="Also report metrics under their names before a rename (smq_queue_max_receive_count; "
+    "removed in 0.3.0).",
+)
 @log_level_option
 @redis_options
 def exporter(
@@ -61,6 +67,7 @@ def exporter(
     queue_pattern: str | None,
     max_queues: int,
     redis_timeout: float,
+    deprecated_metric_names: bool,
     log_level: str,
     redis_url: str | None,
     cluster: bool,
@@ -77,7 +84,12 @@ def exporter(
     Example: smq exporter --host 0.0.0.0 --queue-pattern 'jobs.*'
     """
     try:
-        config = ExporterConfig(queues=queue, queue_pattern=queue_pattern, max_queues=max_queues)
+        config = ExporterConfig(
+            queues=queue,
+            queue_pattern=queue_pattern,
+            max_queues=max_queues,
+            deprecated_names=deprecated_metric_names,
+        )
     except SmqError as error:
         fail(str(error))
     setup_logging(log_level)

@@ -20,7 +20,7 @@ from .._config import (
     RedrivePolicy,
     is_fifo_name,
 )
-from .._errors import QueueDoesNotExist
+from .._errors import QueueDoesNotExist, QueueNameExists
 from ._base import fail, main
 from ._connect import open_client, redis_options
 from ._output import age, json_option, print_json, print_table
@@ -175,7 +175,10 @@ def create(
         settings["redrive_policy"] = RedrivePolicy(dead_letter_queue, max_receive_count)
     with open_client(redis_url, cluster, data_dir) as client:
         existed = client.queue_exists(name)
-        made = client.create_queue(name, tags=_tags(tag), **settings)
+        try:
+            made = client.create_queue(name, tags=_tags(tag), **settings)
+        except QueueNameExists as error:
+            fail(_differs(client, name, error, settings))
         info = made.attributes()
     if as_json:
         print_json({"name": name, "created": not existed, "settings": _settings_json(info.config)})
@@ -183,6 +186,28 @@ def create(
         click.echo(f"queue {name!r} exists already, with the settings given")
     else:
         click.echo(f"created queue {name!r}")
+
+
+def _differs(client: Client, name: str, error: QueueNameExists, settings: dict[str, Any]) -> str:
+    """A QueueNameExists in the options' words (``--visibility-timeout 30``, not the field)."""
+    field = error.setting
+    flags = {f: flag for flag, (f, _) in _SETTING_FLAGS.items()}
+    flags.update({f: flag for flag, f in _FIFO_FLAGS.items()})
+    flags.update({"redrive_policy": "dead-letter-queue/--max-receive-count", "shards": "shards"})
+    if field not in flags:
+        return str(error)
+    existing = getattr(client.queue(name).attributes().config, field)
+    return f"queue {name!r} exists with --{flags[field]} {_shown(existing)}, not {_shown(settings[field])}"
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, RedrivePolicy):
+        return f"{value.dead_letter_queue} {value.max_receive_count}"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 @queue.command(name="list")

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from .._client import Client
-from .._errors import SmqError
+from .._errors import InvalidParameter, SmqError
 from .._settings import Settings
 from ._base import fail as _fail
 from ._base import main
@@ -230,7 +230,10 @@ def serve(
 
     def serve_on(url: str) -> None:
         settings = Settings(url=url, cluster=cluster, **redis_tls_settings(url), **redis_wait_settings())
-        client = Client(settings=settings)
+        try:
+            client = Client(settings=settings)
+        except InvalidParameter as error:
+            _fail(f"--redis-url (or SMQ_REDIS_URL): {error}")
         try:
             asyncio.run(run(client, config, host, port, on_ready=ready))
         except OSError as error:

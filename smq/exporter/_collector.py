@@ -14,7 +14,7 @@ from .._config import QueueInfo
 from .._errors import QueueDoesNotExist, SmqError
 from .._health import RedisHealth
 from .._version import __version__
-from ._config import ExporterConfig
+from ._config import DEPRECATED_NAMES, ExporterConfig
 
 log = logging.getLogger("smq.exporter")
 
@@ -114,7 +114,7 @@ class QueueCollector:
                 "Queues matching the filter left out by the cap (--max-queues).",
                 snapshot.skipped,
             )
-            yield from _queue_families(snapshot)
+            yield from _queue_families(snapshot, self.config.deprecated_names)
             yield from _health_families(snapshot.health)
         yield GaugeMetricFamily(
             "smq_exporter_scrape_duration_seconds",
@@ -147,7 +147,7 @@ class QueueCollector:
             return None
 
 
-def _queue_families(snapshot: _Snapshot) -> Iterator[Any]:
+def _queue_families(snapshot: _Snapshot, deprecated_names: bool = False) -> Iterator[Any]:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     def gauge(name: str, help_text: str) -> Any:
@@ -181,7 +181,10 @@ def _queue_families(snapshot: _Snapshot) -> Iterator[Any]:
         "maximum_message_size": gauge("smq_queue_maximum_message_size_bytes", "Largest message accepted."),
     }
     max_receives = gauge(
-        "smq_queue_max_receive_count", "Receives before a message moves to the dead-letter queue; 0: none."
+        "smq_queue_max_receives", "Receives before a message moves to the dead-letter queue; 0: none."
+    )
+    old_max_receives = gauge(
+        DEPRECATED_NAMES["smq_queue_max_receives"], "Deprecated: smq_queue_max_receives (removed in 0.3.0)."
     )
     # FIFO queues only: a standard queue has no groups, so no series rather than a 0 on
     # every queue (as dead_letter_messages has none for a queue without a dead-letter queue).
@@ -209,6 +212,7 @@ def _queue_families(snapshot: _Snapshot) -> Iterator[Any]:
             family.add_metric(label, getattr(config, field))
         policy = config.redrive_policy
         max_receives.add_metric(label, policy.max_receive_count if policy else 0)
+        old_max_receives.add_metric(label, policy.max_receive_count if policy else 0)
         if policy is not None and policy.dead_letter_queue in snapshot.dead_letter_depths:
             dlq = policy.dead_letter_queue
             dead.add_metric([info.name, dlq], snapshot.dead_letter_depths[dlq])
@@ -220,6 +224,8 @@ def _queue_families(snapshot: _Snapshot) -> Iterator[Any]:
     yield from (visible, in_flight, delayed, moving, oldest, dead, limit, used)
     yield from settings.values()
     yield from (max_receives, groups, groups_in_flight)
+    if deprecated_names:
+        yield old_max_receives
     yield from counters.values()
 
 

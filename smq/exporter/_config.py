@@ -10,6 +10,11 @@ from .._errors import InvalidParameter
 
 MAX_QUEUES_LIMIT = 100_000
 
+DEPRECATED_NAMES = {"smq_queue_max_receives": "smq_queue_max_receive_count"}
+"""New name -> the name it had before 0.2.0, reported too with ``deprecated_names``. The old
+name ends in ``_count``, which Prometheus keeps for histograms and summaries: ``promtool
+check metrics`` refuses it on a gauge."""
+
 
 @dataclasses.dataclass(frozen=True)
 class ExporterConfig:
@@ -21,11 +26,15 @@ class ExporterConfig:
             regular expression; None: no filter.
         max_queues: Report at most this many queues (1-100,000), the first
             by name; the rest are counted in ``smq_exporter_queues_skipped``.
+        deprecated_names: Also report the metrics under the names they had
+            before a rename, for dashboards not yet changed (see
+            ``DEPRECATED_NAMES``; removed in 0.3.0).
     """
 
     queues: tuple[str, ...] = ()
     queue_pattern: str | None = None
     max_queues: int = 1000
+    deprecated_names: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "queues", tuple(self.queues))

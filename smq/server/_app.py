@@ -21,6 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from .._client import Client
 from .._errors import SmqError
+from .._outage import Outage
 from . import _wire
 from ._access_log import AccessLog
 from ._actions import ACTIONS
@@ -90,6 +91,7 @@ class Service:
     async def _run_move_tasks(self) -> None:
         """Work on message move tasks of any process; each runs under a lease in Redis."""
         runner = self.client.run_move_tasks
+        outage = Outage(log, "message move tasks")
         while not self.closing:
             try:
                 await asyncio.wait_for(self._move_kick.wait(), self.config.move_task_interval)
@@ -101,9 +103,11 @@ class Service:
             try:
                 await self.call(runner, owner=self._owner, deadline=time.monotonic() + 5)
             except SmqError as error:
-                log.warning("message move tasks: %s", error)
+                outage.failed(error)
             except Exception:
                 log.exception("message move tasks failed")
+            else:
+                outage.succeeded()
 
     # -- requests ---------------------------------------------------------------------
 

@@ -310,18 +310,20 @@ def _attributes(ctx: Context, info: QueueInfo, names: set[str]) -> dict[str, str
 
 
 def _encryption(stored: Mapping[str, str]) -> dict[str, str]:
-    """The stored attributes as SQS reports them, with its encryption defaults.
+    """The stored encryption attributes, as SQS lays them out.
 
-    A queue is encrypted with SQS-managed keys unless it names a KMS key (or
-    SqsManagedSseEnabled was set false); the KMS data key reuse period
-    (default 300 seconds) is reported only for a queue with a KMS key.
+    smq encrypts nothing, so unlike SQS (where a new queue is encrypted with
+    SQS-managed keys) a queue reports ``SqsManagedSseEnabled`` false unless a
+    template set it; the KMS data key reuse period (default 300 seconds) is
+    reported only for a queue with a KMS key, whose ``SqsManagedSseEnabled``
+    is false, as in SQS.
     """
     values = dict(stored)
     if values.get("KmsMasterKeyId"):
         values["SqsManagedSseEnabled"] = "false"
         values.setdefault("KmsDataKeyReusePeriodSeconds", "300")
     else:
-        values.setdefault("SqsManagedSseEnabled", "true")
+        values.setdefault("SqsManagedSseEnabled", "false")
         values.pop("KmsDataKeyReusePeriodSeconds", None)
     return values
 
