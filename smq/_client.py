@@ -16,6 +16,7 @@ from redis.exceptions import (
     NoPermissionError,
     RedisClusterException,
     RedisError,
+    ResponseError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -536,13 +537,13 @@ class Client:
         hint = acl_hint(isinstance(self._redis, RedisCluster))
         try:
             sharding = isinstance(self._redis, RedisCluster) and self.settings.sharded_pubsub is not False
-            deciding = self.settings.wait_replicas is None
-            needed = sharding or deciding or not self.settings.allow_eviction
+            needed = sharding or not self.settings.allow_eviction
             healths = self.redis_health() if needed else []
             self._check_eviction(healths)
             self._scripts.sharded = self._use_sharded_pubsub(healths)
-            if deciding:
-                self._scripts.set_wait(decide_wait(self.settings, healths))
+            if self.settings.wait_replicas is None:
+                seen = healths if needed else self._replica_health()
+                self._scripts.set_wait(decide_wait(self.settings, seen))
             warn_deposable(self._scripts.wait, healths)
             check_access(self)
             check_wait(self)
@@ -562,6 +563,15 @@ class Client:
                 raise BackendError(f"{error}: give the Redis user smq's ACL ({hint})") from error
             raise
         self._checked = True
+
+    def _replica_health(self) -> list[RedisHealth]:
+        """``redis_health`` for the wait decision, or nothing from a server without INFO (a fake)."""
+        try:
+            return self.redis_health()
+        except BackendError as error:
+            if isinstance(error.__cause__, ResponseError) and "unknown command" in str(error).lower():
+                return []
+            raise
 
     def _use_sharded_pubsub(self, healths: list[RedisHealth]) -> bool:
         """Sharded Pub/Sub for wake-ups: on a Redis Cluster whose primaries all have it (7+)."""

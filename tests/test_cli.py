@@ -76,7 +76,9 @@ def test_options_read_smq_environment_variables(tmp_path: Path) -> None:
     assert done.returncode == 1 and "from-env.sock" in done.stderr
 
 
-@pytest.mark.parametrize("command", [["queue", "list"], ["serve", "--port", "0"], ["exporter", "--port", "0"]])
+@pytest.mark.parametrize(
+    "command", [["queue", "list"], ["serve", "--port", "0"], ["exporter", "--port", "0"]]
+)
 def test_a_redis_url_of_an_unknown_scheme_is_one_line_naming_the_option(command: list[str]) -> None:
     done = _smq(*command, "--redis-url", "foo://somewhere:6379")
     assert done.returncode == 1
@@ -95,12 +97,24 @@ def test_a_queue_that_exists_with_other_settings_is_told_in_the_options_words(tm
         done = _smq("queue", "create", "j.fifo", "--content-based-deduplication", "--redis-url", node.url)
         assert done.returncode == 0
         done = _smq("queue", "create", "j.fifo", "--no-content-based-deduplication", "--redis-url", node.url)
-        assert done.stderr.strip() == "smq: queue 'j.fifo' exists with --content-based-deduplication on, not off"
+        assert (
+            done.stderr.strip() == "smq: queue 'j.fifo' exists with --content-based-deduplication on, not off"
+        )
 
 
 def test_smq_serve_says_once_that_redis_is_down_not_once_a_second() -> None:
     serve = subprocess.Popen(
-        [sys.executable, "-m", "smq", "serve", "--port", "0", "--no-auth", "--redis-url", "redis://127.0.0.1:1"],
+        [
+            sys.executable,
+            "-m",
+            "smq",
+            "serve",
+            "--port",
+            "0",
+            "--no-auth",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

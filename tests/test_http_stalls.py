@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
@@ -317,3 +319,54 @@ def test_bad_limits_are_one_readable_line(http_redis: EmbeddedRedis, option: str
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.startswith("Error")]
     assert len(lines) == 1 and f"Invalid value for '{option}'" in lines[0], done.stderr
+
+
+def test_one_address_cannot_hold_every_connection_and_lock_the_others_out(http_redis: EmbeddedRedis) -> None:
+    # 127.0.0.1 may hold 3 of the 10 connections; 127.0.0.2 (another client) is still served.
+    server = Server(
+        http_redis.url,
+        "--no-auth",
+        *SHORT,
+        env={"SMQ_MAX_CONNECTIONS": "10", "SMQ_MAX_CONNECTIONS_PER_ADDRESS": "3"},
+    )
+    port = urlsplit(server.url).port
+    stalled: list[socket.socket] = []
+    try:
+        for _ in range(8):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
+            stalled.append(sock)
+        for sock in stalled[3:]:
+            took, reply = _until_closed(sock, SLACK)
+            assert took < 0.9, "a connection over the per-address cap must be refused at once"
+            assert reply == b"" or reply.startswith(b"HTTP/1.1 503 "), reply
+        # Another client, from another address, is served meanwhile.
+        with socket.create_connection(
+            ("127.0.0.1", port), timeout=10, source_address=("127.0.0.2", 0)
+        ) as sock:
+            sock.sendall(_headers(server.url, 2, {"Connection": "close"}) + b"{}")
+            _, reply = _until_closed(sock, 10)
+        assert reply.startswith(b"HTTP/1.1 200 "), reply
+        logs = server.logs()
+        assert "--max-connections-per-address" in logs and "Traceback" not in logs
+    finally:
+        for sock in stalled:
+            sock.close()
+        server.stop()
+
+
+def test_a_client_that_hangs_up_mid_body_is_a_disconnect_not_a_server_error(short_server: Server) -> None:
+    with _connect(short_server.url) as sock:
+        sock.sendall(_headers(short_server.url, 1000) + b'{"QueueNamePrefix": "a')
+        time.sleep(0.2)
+    deadline = time.monotonic() + 10
+    while "hung up" not in short_server.logs():
+        assert time.monotonic() < deadline, short_server.logs()
+        time.sleep(0.05)
+    logs = short_server.logs()
+    assert "Traceback" not in logs and "InternalFailure" not in logs, logs
+    assert '"status": 499' in logs and "ClientClosedRequest" in logs
+    metrics = urllib.request.urlopen(f"{short_server.url}/metrics", timeout=10).read().decode()
+    assert 'code="499"' in metrics
+    assert not re.search(r'smq_api_requests_total\{[^}]*code="5\d\d"', metrics), metrics
+    assert _list_queues(short_server.url) == 200

@@ -141,6 +141,15 @@ def _is_loopback(host: str) -> bool:
     help="Open connections at most; beyond them a new connection gets 503 and is closed.",
 )
 @click.option(
+    "--max-connections-per-address",
+    envvar="SMQ_MAX_CONNECTIONS_PER_ADDRESS",
+    default=500,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Open connections from one client address at most (0: no cap); behind a proxy or load "
+    "balancer, raise it to --max-connections.",
+)
+@click.option(
     "--tls-cert",
     envvar="SMQ_TLS_CERT",
     default=None,
@@ -179,6 +188,7 @@ def serve(
     body_timeout: float,
     idle_timeout: float,
     max_connections: int,
+    max_connections_per_address: int,
     tls_cert: str | None,
     tls_key: str | None,
     access_log: bool,
@@ -212,6 +222,7 @@ def serve(
             body_timeout=body_timeout,
             idle_timeout=idle_timeout,
             max_connections=max_connections,
+            max_connections_per_address=max_connections_per_address,
             tls_cert=tls_cert,
             tls_key=tls_key,
             access_log=access_log,

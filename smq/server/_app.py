@@ -167,12 +167,19 @@ class Service:
         except SmqError as caught:
             # Actions let the core's errors through: they become SQS errors here, once.
             error = from_core(caught)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ConnectionResetError) as gone:
+            # The client went away (a hang-up mid-body shows as a reset): nobody to answer,
+            # and not the server's fault, so not a 5xx.
             self._log(
                 request, request_id, protocol, action, 499, "ClientClosedRequest", started, counted=True
             )
             self.metrics.observe(action, 499, "ClientClosedRequest", time.perf_counter() - started)
-            raise
+            if isinstance(gone, asyncio.CancelledError):
+                raise
+            log.info("client %s hung up during its request (%s)", request.remote, action or protocol)
+            closed = web.Response(status=499)
+            closed.force_close()
+            return closed
         except web.HTTPRequestEntityTooLarge:
             error = SqsError(
                 "InvalidParameterValue", f"The request is larger than {_MAX_REQUEST_BYTES} bytes."
@@ -436,7 +443,11 @@ async def run(
     service = Service(client, config)
     await service.start()
     raise_file_limit(config.max_connections)
-    guard = ConnectionGuard(max_connections=config.max_connections, header_timeout=config.header_timeout)
+    guard = ConnectionGuard(
+        max_connections=config.max_connections,
+        header_timeout=config.header_timeout,
+        max_per_address=config.max_connections_per_address,
+    )
     # handler_cancellation: a client that hangs up ends its request, so a long
     # poll whose client is gone stops waiting and takes no message it cannot deliver.
     runner = web.AppRunner(

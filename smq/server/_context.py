@@ -53,6 +53,11 @@ class ServerConfig:
             next request before the server closes it.
         max_connections: Open connections at most; a connection beyond them
             is answered ``503 Service Unavailable`` and closed at once.
+        max_connections_per_address: Open connections from one client
+            address at most (0: no cap), refused as beyond ``max_connections``:
+            one address holding idle sockets cannot lock the others out. Behind
+            a proxy or load balancer every client has its address: raise it
+            to ``max_connections`` there.
         tls_cert: Certificate (PEM, the chain after it) to serve HTTPS with;
             with ``tls_key``, its private key. Neither: plain HTTP. SIGHUP
             loads both files again.
@@ -73,6 +78,7 @@ class ServerConfig:
     body_timeout: float = 60.0
     idle_timeout: float = 75.0
     max_connections: int = 4000
+    max_connections_per_address: int = 500
     tls_cert: str | None = None
     tls_key: str | None = None
 
@@ -91,6 +97,8 @@ class ServerConfig:
                 raise ValueError(f"{name.replace('_', ' ')} must be more than 0 seconds")
         if self.max_connections < 1:
             raise ValueError("max connections must be at least 1")
+        if self.max_connections_per_address < 0:
+            raise ValueError("max connections per address must be 0 (no cap) or more")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("HTTPS needs both a certificate and its key (--tls-cert and --tls-key)")
 

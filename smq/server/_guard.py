@@ -12,8 +12,10 @@ idle timer, if any, fires. Nor does it limit how many connections are open.
   ``header_timeout`` of the connection being accepted, and each later request
   within ``header_timeout`` of its first byte (the wait for that first byte is
   the keep-alive idle time, aiohttp's);
-- beyond ``max_connections`` open connections, a new connection is answered
-  ``503 Service Unavailable`` (``Connection: close``) and closed at once.
+- beyond ``max_connections`` open connections, or ``max_per_address`` from
+  the new connection's address (TCP; 0: no cap), a new connection is
+  answered ``503 Service Unavailable`` (``Connection: close``) and closed at
+  once.
 
 Its ``middleware`` tells it when a request's headers are complete (aiohttp
 calls the handler then) and when the handler is done.
@@ -82,9 +84,11 @@ class ConnectionGuard:
     protocol factory of ``loop.create_server``.
     """
 
-    def __init__(self, *, max_connections: int, header_timeout: float) -> None:
+    def __init__(self, *, max_connections: int, header_timeout: float, max_per_address: int = 0) -> None:
         self.max_connections = max_connections
         self.header_timeout = header_timeout
+        self.max_per_address = max_per_address
+        self.by_address: dict[str, int] = {}
         self.factory: Callable[[], asyncio.Protocol] | None = None
         self.open = 0
         self.refused = 0
@@ -94,20 +98,40 @@ class ConnectionGuard:
 
     def __call__(self) -> asyncio.Protocol:
         if self.open >= self.max_connections:
-            self.refused += 1
-            self._refused_since_warning += 1
-            now = time.monotonic()
-            if now - self._warned_at >= _WARN_EVERY:
-                log.warning(
-                    "refused %d connection(s): %d open, the most --max-connections allows",
-                    self._refused_since_warning,
-                    self.open,
-                )
-                self._warned_at, self._refused_since_warning = now, 0
+            self.note_refused(f"{self.open} open, the most --max-connections allows")
             return _Refused()
         assert self.factory is not None, "set the guard's factory before serving"
         self.open += 1
         return _Guarded(self, self.factory())
+
+    def note_refused(self, why: str) -> None:
+        """Count a refused connection; warn at most every ``_WARN_EVERY`` seconds."""
+        self.refused += 1
+        self._refused_since_warning += 1
+        now = time.monotonic()
+        if now - self._warned_at >= _WARN_EVERY:
+            log.warning("refused %d connection(s): %s", self._refused_since_warning, why)
+            self._warned_at, self._refused_since_warning = now, 0
+
+    def admit(self, address: str) -> bool:
+        """Whether a new connection from ``address`` stays under the per-address cap (and count it)."""
+        if not address or not self.max_per_address:
+            return True
+        held = self.by_address.get(address, 0)
+        if held >= self.max_per_address:
+            self.note_refused(f"{held} open from {address}, the most --max-connections-per-address allows")
+            return False
+        self.by_address[address] = held + 1
+        return True
+
+    def release(self, address: str) -> None:
+        """A connection ``admit`` counted has closed."""
+        if address and self.max_per_address:
+            held = self.by_address.get(address, 0) - 1
+            if held > 0:
+                self.by_address[address] = held
+            else:
+                self.by_address.pop(address, None)
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
@@ -132,8 +156,17 @@ class _Guarded(asyncio.Protocol):
         self._transport: asyncio.BaseTransport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._awaiting_headers = True
+        self._address = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        address = _address(transport)
+        if not self._guard.admit(address):
+            self._guard.open -= 1  # counted by the factory; this one is refused instead
+            assert isinstance(transport, asyncio.WriteTransport)
+            transport.write(REFUSAL)
+            transport.close()
+            return
+        self._address = address
         self._transport = transport
         self._guard._by_transport[transport] = self
         # A connection that sends nothing at all is timed like one that stalls mid-headers.
@@ -142,18 +175,24 @@ class _Guarded(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
-        if self._transport is not None:
-            self._guard._by_transport.pop(self._transport, None)
-            self._transport = None
-            self._guard.open -= 1
+        if self._transport is None:
+            return  # refused in connection_made: aiohttp's protocol never saw it
+        self._guard._by_transport.pop(self._transport, None)
+        self._transport = None
+        self._guard.open -= 1
+        self._guard.release(self._address)
         self._inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._transport is None:
+            return  # refused, or closed: nothing to serve
         if self._awaiting_headers and self._timer is None:
             self._start_timer()  # the first byte of the next request
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
+        if self._transport is None:
+            return None
         return self._inner.eof_received()
 
     def pause_writing(self) -> None:
@@ -196,6 +235,12 @@ class _Refused(asyncio.Protocol):
         assert isinstance(transport, asyncio.WriteTransport)
         transport.write(REFUSAL)
         transport.close()
+
+
+def _address(transport: asyncio.BaseTransport) -> str:
+    """The client's IP address of a TCP connection; '' for others (a Unix socket)."""
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
 
 
 def _peer(transport: asyncio.BaseTransport) -> str:
