@@ -13,6 +13,8 @@ import asyncio
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from botocore.exceptions import ClientError
 import smq
 from http_support import Server, json_client, query_client
 from smq.embedded import EmbeddedRedis
+from smq.server._errors import UNAVAILABLE
 
 
 @pytest.fixture
@@ -116,6 +119,15 @@ def test_a_producer_under_load_sees_unavailable_while_redis_is_dead_and_loses_no
     client.close()
 
 
+def _get(url: str) -> tuple[int, str]:
+    """(status, body) of a GET, an error status included."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
 @pytest.mark.parametrize("make", [json_client, query_client], ids=["json", "query"])
 def test_the_http_api_answers_503_while_redis_is_down(redis_dir: EmbeddedRedis, make: Any) -> None:
     server = Server(redis_dir.url, "--no-auth")
@@ -140,13 +152,21 @@ def test_the_http_api_answers_503_while_redis_is_down(redis_dir: EmbeddedRedis, 
             "PurgeQueue": lambda: api.purge_queue(QueueUrl=url),
         }
         answers = {}
+        socket_path = str(redis_dir.socket_path)
         for action, call in calls.items():
             with pytest.raises(ClientError) as caught:
                 call()
             response = caught.value.response
             answers[action] = (response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"])
+            # Where Redis is, and how it failed, is the operator's to know, not the client's.
+            assert socket_path not in str(response) and "Error " not in response["Error"]["Message"]
+            assert response["Error"]["Message"] == UNAVAILABLE
         assert answers == {action: (503, "ServiceUnavailable") for action in calls}
-        assert "Traceback" not in server.logs()
+        status, body = _get(f"{server.url}/ready")
+        assert status == 503 and socket_path not in body and body == '{"status": "redis unavailable"}'
+        logs = server.logs()
+        assert "Traceback" not in logs
+        assert socket_path in logs  # the operator's log keeps the detail
         redis_dir.start()
         deadline = time.monotonic() + 10
         while True:

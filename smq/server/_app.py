@@ -28,7 +28,7 @@ from ._actions import ACTIONS
 from ._authorize import Policies, after, authorize
 from ._console import Console
 from ._context import Context, ServerConfig
-from ._errors import SqsError, from_core
+from ._errors import SqsError, from_core, public_text
 from ._guard import ConnectionGuard, raise_file_limit
 from ._longpoll import LongPolls
 from ._loop_scripts import LoopScripts
@@ -313,7 +313,9 @@ class Service:
         try:
             await asyncio.wait_for(self.call(self.client.list_queues, "", limit=1), 2.0)
         except (SmqError, asyncio.TimeoutError) as error:
-            return web.json_response({"status": "redis unavailable", "error": str(error)}, status=503)
+            # The detail (the Redis address, a TLS error) is the operator's: the log has it.
+            public_text("ServiceUnavailable", f"/ready: {error or 'no answer from Redis within 2 s'}")
+            return web.json_response({"status": "redis unavailable"}, status=503)
         return web.json_response({"status": "ready", "in_flight": self.in_flight})
 
 

@@ -11,7 +11,12 @@ service's where it was recorded.
 
 from __future__ import annotations
 
+import logging
+import time
+
 from .. import _errors as core
+
+log = logging.getLogger("smq.serve")
 
 # code: (Query-protocol code, HTTP status)
 ERRORS: dict[str, tuple[str, int]] = {
@@ -148,6 +153,17 @@ _FROM_CORE: dict[type[core.SmqError], str] = {
 _BY_NAME = {kind.__name__: code for kind, code in _FROM_CORE.items()}
 
 
+# What a client is told of a failure of the backend. The details (the Redis address, a TLS
+# error, which replica did not confirm) are for the operator's log only.
+UNAVAILABLE = "The request has failed due to a temporary failure of the server."
+UNKNOWN = (
+    "The request processing has failed because of an internal error; "
+    "the change it asked for may or may not have been made."
+)
+_BACKEND = (core.Unavailable, core.OutcomeUnknown, core.BackendError, core.UnsafeRedisConfig)
+_said: dict[str, float] = {}  # code -> when its detail was last logged
+
+
 def from_core(error: core.SmqError) -> SqsError:
     """The SQS error for an exception of the queue core."""
     if isinstance(error, core.QueueDoesNotExist):
@@ -155,8 +171,20 @@ def from_core(error: core.SmqError) -> SqsError:
     for kind in type(error).__mro__:
         code = _FROM_CORE.get(kind)
         if code is not None:
+            if isinstance(error, _BACKEND):
+                return SqsError(code, public_text(code, str(error)))
             return SqsError(code, str(error))
-    return SqsError("InternalFailure", str(error))
+    return SqsError("InternalFailure", public_text("InternalFailure", str(error)))
+
+
+def public_text(code: str, detail: str) -> str:
+    """The text a client gets for a backend failure of ``code``; ``detail`` goes to the log
+    (at most one line per code every 10 s, under an outage that fails every request)."""
+    now = time.monotonic()
+    if now - _said.get(code, float("-inf")) >= 10.0:
+        _said[code] = now
+        log.warning("%s: %s", code, detail)
+    return UNKNOWN if code == "InternalFailure" else UNAVAILABLE
 
 
 def code_for(core_name: str) -> str:

@@ -28,7 +28,7 @@ from .._sources import dead_letter_origins
 from .._steps import Steps
 from . import _params as p
 from ._context import Context
-from ._errors import SqsError, code_for, from_core
+from ._errors import SqsError, code_for, from_core, public_text
 
 Result = dict[str, Any]
 
@@ -198,7 +198,10 @@ def _failure(failure: BatchFailure, context: str = "") -> Result:
     code = code_for(failure.code)
     if context == "send" and code in ("InvalidAttributeName", "InvalidAttributeValue"):
         code = "InvalidParameterValue"
-    return {"Id": failure.id, "SenderFault": failure.sender_fault, "Code": code, "Message": failure.message}
+    message = failure.message
+    if not failure.sender_fault and code in ("ServiceUnavailable", "InternalFailure"):
+        message = public_text(code, message)  # the backend's details are for the log
+    return {"Id": failure.id, "SenderFault": failure.sender_fault, "Code": code, "Message": message}
 
 
 def _entry_failure(entry_id: str, error: SqsError) -> Result:
