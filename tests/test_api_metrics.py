@@ -3,6 +3,8 @@ scraped from the real server after real boto3 calls."""
 
 from __future__ import annotations
 
+import re
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -10,7 +12,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from http_support import KEY_ID, SECRET, Server
 from metrics_support import Samples, scrape
+from smq.embedded import EmbeddedRedis
 
 
 def _get(samples: Samples, name: str, **labels: str) -> float:
@@ -53,3 +57,55 @@ def test_api_counts_errors_by_sqs_error_code_and_bounds_unknown_actions(sqs: Any
     assert delta("smq_api_requests_total", action="GetQueueUrl", code="400") == 1
     assert delta("smq_api_errors_total", action="unknown", error="InvalidAction") == 1
     assert not any(dict(labels).get("action") == "NoSuchAction" for _, labels in after)
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+TOKEN = "a-long-enough-metrics-token"
+
+
+def test_with_access_keys_metrics_can_require_a_bearer_token(http_redis: EmbeddedRedis) -> None:
+    server = Server(http_redis.url, "--access-key", f"{KEY_ID}:{SECRET}", "--metrics-token", TOKEN)
+    try:
+        status, body = _status(f"{server.url}/metrics")
+        assert status == 401 and "smq_api" not in body
+        assert _status(f"{server.url}/metrics", {"Authorization": "Bearer wrong-token-wrong-token"})[0] == 401
+        status, body = _status(f"{server.url}/metrics", {"Authorization": f"Bearer {TOKEN}"})
+        assert status == 200 and "smq_api_requests_in_flight" in body
+    finally:
+        server.stop()
+
+
+def test_metrics_can_be_served_on_a_listener_of_their_own(http_redis: EmbeddedRedis) -> None:
+    server = Server(http_redis.url, "--access-key", f"{KEY_ID}:{SECRET}", "--metrics-port", "0")
+    try:
+        found = re.search(r"metrics on (http://\S+/metrics)", server.logs())
+        deadline = time.monotonic() + 10
+        while found is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = re.search(r"metrics on (http://\S+/metrics)", server.logs())
+        assert found is not None, server.logs()
+        status, body = _status(found.group(1))
+        assert status == 200 and "smq_api_requests_in_flight" in body
+        status, body = _status(f"{server.url}/metrics")  # not on the API's listener any more
+        assert "smq_api_requests_in_flight" not in body
+        assert "/metrics answers anyone" not in server.logs()
+    finally:
+        server.stop()
+
+
+def test_with_access_keys_and_metrics_left_open_the_server_warns(http_redis: EmbeddedRedis) -> None:
+    server = Server(http_redis.url, "--access-key", f"{KEY_ID}:{SECRET}")
+    try:
+        deadline = time.monotonic() + 10
+        while "/metrics answers anyone" not in server.logs():
+            assert time.monotonic() < deadline, server.logs()
+            time.sleep(0.05)
+    finally:
+        server.stop()

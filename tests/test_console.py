@@ -133,6 +133,27 @@ def test_an_altered_or_expired_cookie_is_refused() -> None:
     assert Sessions({"AKIDELSE": SECRET}).session(fresh) is None
 
 
+def test_only_the_canonical_form_of_a_cookie_is_accepted() -> None:
+    sessions = Sessions({KEY_ID: SECRET})
+    cookie = sessions.sign_in(KEY_ID, SECRET)
+    assert cookie is not None and sessions.session(cookie) is not None
+    version, key, expires, nonce, mac = cookie.split(".")
+    spellings = [
+        f" {expires}",
+        f"+{expires}",
+        f"0{expires}",
+        expires.translate(
+            str.maketrans("0123456789", "\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19")
+        ),
+        f"{expires[:3]}_{expires[3:]}",
+    ]
+    for spelled in spellings:
+        assert int(spelled) == int(expires)  # the same number to int()
+        assert sessions.session(f"{version}.{key}.{spelled}.{nonce}.{mac}") is None, spelled
+    for key_spelled in (key + "=", key + "!", "\n" + key):
+        assert sessions.session(f"{version}.{key_spelled}.{expires}.{nonce}.{mac}") is None, key_spelled
+
+
 def test_sign_out_needs_the_csrf_token_and_ends_the_session(console: tuple[Browser, smq.Client]) -> None:
     browser, _ = console
     sign_in(browser)

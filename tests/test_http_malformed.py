@@ -190,19 +190,20 @@ def test_a_query_integer_longer_than_python_converts_is_invalid_parameter_value(
 
 
 @pytest.mark.parametrize("index", [LONG_DIGITS, "\u00b2", "\u0663", "0", "-1", "1 ", ""])
-def test_a_query_field_index_not_an_ascii_number_from_1_is_malformed(
+def test_a_query_field_index_not_an_ascii_number_from_1_is_an_invalid_parameter(
     sqs_server: Any, queue_url: str, index: str
 ) -> None:
+    # A 400, as for any bad parameter: a 404 would tell a client the resource is missing.
     form = {"Action": "CreateQueue", "QueueName": "other"}
     form |= {f"Attribute.{index}.Name": "DelaySeconds", f"Attribute.{index}.Value": "1"}
     status, code = query_call(sqs_server.url, form)
-    assert (status, code) == (404, "MalformedQueryString")  # SQS's status for it
+    assert (status, code) == (400, "InvalidParameterValue")
     entries = {"Action": "SendMessageBatch", "QueueUrl": queue_url}
     entries |= {
         f"SendMessageBatchRequestEntry.{index}.Id": "a",
         f"SendMessageBatchRequestEntry.{index}.MessageBody": "x",
     }
-    assert query_call(sqs_server.url, entries) == (404, "MalformedQueryString")
+    assert query_call(sqs_server.url, entries) == (400, "InvalidParameterValue")
 
 
 def test_a_body_its_content_encoding_does_not_decode_is_refused(sqs_server: Any, core: Any) -> None:
@@ -346,7 +347,19 @@ def test_each_malformed_request_logs_one_line_and_no_traceback(http_redis: Any) 
 
 # -- lenient readings: refused; the correct forms taken ----------------------------
 
-LENIENT_INTEGERS = ["\u0663\u0660", " 45 ", "45 ", "+45", "4_5", "\uff14\uff15", "45\n", ""]
+LENIENT_INTEGERS = [
+    "\u0663\u0660",
+    " 45 ",
+    "45 ",
+    "+45",
+    "4_5",
+    "\uff14\uff15",
+    "45\n",
+    "",
+    "045",
+    "00",
+    "-0",
+]
 
 
 @pytest.mark.parametrize("text", LENIENT_INTEGERS)

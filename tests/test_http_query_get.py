@@ -167,3 +167,22 @@ def test_a_client_that_asks_for_json_gets_errors_in_json(sqs_server: Any, core: 
     assert reply["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
     assert reply["Error"]["Type"] == "Sender" and reply["Error"]["Message"]
     assert reply["RequestId"] == headers["x-amzn-RequestId"]
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_queue_url_parameter_naming_another_queue_than_the_path_is_refused(
+    sqs_server: Any, core: smq.Client, method: str
+) -> None:
+    core.create_queue("jobs")
+    other = core.create_queue("other")
+    params = {"Action": "SendMessage", "MessageBody": "x", "QueueUrl": f"{sqs_server.url}/{ACCOUNT}/other"}
+    status, _, body = request(sqs_server.url, QUEUE, params, method=method)
+    assert status == 400
+    code, message = error_of(body)
+    assert code == "InvalidParameterValue" and "another queue than the queue URL" in message
+    assert other.attributes().visible == 0 and core.get_queue("jobs").attributes().visible == 0
+    # The same queue in both is fine, and a bare name resolves as SQS resolves it.
+    for named in (f"{sqs_server.url}{QUEUE}", "jobs"):
+        status, _, body = request(sqs_server.url, QUEUE, {**params, "QueueUrl": named}, method=method)
+        assert status == 200, body
+    assert core.get_queue("jobs").attributes().visible == 2

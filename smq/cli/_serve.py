@@ -165,6 +165,28 @@ def _is_loopback(host: str) -> bool:
     help="Private key (PEM) of --tls-cert.",
 )
 @click.option(
+    "--metrics-token",
+    envvar="SMQ_METRICS_TOKEN",
+    default=None,
+    metavar="TOKEN",
+    help="/metrics answers only Authorization: Bearer TOKEN (16+ characters; Prometheus's "
+    "authorization setting).",
+)
+@click.option(
+    "--metrics-port",
+    envvar="SMQ_METRICS_PORT",
+    default=None,
+    type=click.IntRange(0, 65535),
+    help="Serve /metrics on this port (plain HTTP, on --metrics-host) instead of the API's.",
+)
+@click.option(
+    "--metrics-host",
+    envvar="SMQ_METRICS_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of the --metrics-port listener.",
+)
+@click.option(
     "--access-log/--no-access-log",
     envvar="SMQ_ACCESS_LOG",
     default=True,
@@ -191,6 +213,9 @@ def serve(
     max_connections_per_address: int,
     tls_cert: str | None,
     tls_key: str | None,
+    metrics_token: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
     access_log: bool,
     data_dir: Path,
 ) -> None:
@@ -226,6 +251,9 @@ def serve(
             tls_cert=tls_cert,
             tls_key=tls_key,
             access_log=access_log,
+            metrics_token=metrics_token,
+            metrics_host=metrics_host,
+            metrics_port=metrics_port,
         )
         if tls_cert is not None and tls_key is not None:
             server_context(tls_cert, tls_key)  # a bad file: one line now, not at the first connection

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hmac
 import itertools
 import logging
 import signal
@@ -303,6 +304,15 @@ class Service:
 
     async def metrics_page(self, request: web.Request) -> web.Response:
         """Prometheus metrics of this process: requests, errors, latency by action."""
+        token = self.config.metrics_token
+        if token is not None:
+            given = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                return web.Response(
+                    status=401,
+                    text="/metrics needs Authorization: Bearer <token> (smq serve --metrics-token)\n",
+                    headers={"WWW-Authenticate": 'Bearer realm="smq metrics"'},
+                )
         body, content_type = self.metrics.render(request.headers.get("Accept"))
         return web.Response(body=body, headers={"Content-Type": content_type})
 
@@ -413,7 +423,8 @@ def make_app(service: Service, guard: ConnectionGuard | None = None) -> web.Appl
     app = web.Application(client_max_size=_MAX_REQUEST_BYTES, middlewares=middlewares)
     app.router.add_get("/health", service.health)
     app.router.add_get("/ready", service.ready)
-    app.router.add_get("/metrics", service.metrics_page)
+    if service.config.metrics_port is None:
+        app.router.add_get("/metrics", service.metrics_page)
     Console(service).install(app)
     app.router.add_route("POST", "/{tail:.*}", service.handle)
     app.router.add_route("GET", "/{tail:.*}", service.handle)
@@ -462,6 +473,12 @@ async def run(
     await runner.setup()
     site = _GuardedSite(runner, guard, host, port, tls, handshake_timeout=config.header_timeout)
     await site.start()
+    metrics_runner = await _serve_metrics(service) if config.metrics_port is not None else None
+    if config.access_keys and config.metrics_token is None and metrics_runner is None:
+        log.warning(
+            "/metrics answers anyone who reaches the API: give --metrics-token, or serve it "
+            "elsewhere with --metrics-port"
+        )
     bound = runner.addresses[0]
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     on_ready(f"{'https' if tls else 'http'}://{shown}:{bound[1]}")
@@ -479,10 +496,26 @@ async def run(
         try:
             await service.stop()
             await runner.cleanup()
+            if metrics_runner is not None:
+                await metrics_runner.cleanup()
         finally:
             await service.close()  # writes the access lines kept, even if the cleanup failed
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(signum)
+
+
+async def _serve_metrics(service: Service) -> web.AppRunner:
+    """``/metrics`` (and ``/health``) on a listener of their own (``metrics_host``, ``metrics_port``)."""
+    config = service.config
+    app = web.Application()
+    app.router.add_get("/metrics", service.metrics_page)
+    app.router.add_get("/health", service.health)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, config.metrics_host, config.metrics_port).start()
+    bound = runner.addresses[0]
+    log.info("metrics on http://%s:%s/metrics", bound[0], bound[1])
+    return runner
 
 
 class _GuardedSite(web.BaseSite):

@@ -39,6 +39,11 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def _cookie(session: Session, mac: str) -> str:
+    """The cookie of a session, in the one form it is issued in."""
+    return ".".join((_VERSION, _b64(session.key_id.encode()), str(session.expires), session.nonce, mac))
+
+
 class Sessions:
     """Issues and checks console session cookies and CSRF tokens for one server's access keys."""
 
@@ -88,6 +93,10 @@ class Sessions:
         session = Session(key_id, expires, nonce)
         if not hmac.compare_digest(mac, self._mac(secret, session)):
             return None
+        if cookie != _cookie(session, mac):
+            # Only the form this server issues: int() and base64 also take other spellings
+            # (" 9", "+9", "０９", stray characters), which would make one session many cookies.
+            return None
         if expires <= self._now():
             return None
         return session
@@ -107,8 +116,7 @@ class Sessions:
         session = Session(key_id, int(self._now()) + SESSION_SECONDS, _b64(secrets.token_bytes(18)))
         secret = self._secret(key_id)
         assert secret is not None
-        mac = self._mac(secret, session)
-        return session, ".".join((_VERSION, _b64(key_id.encode()), str(session.expires), session.nonce, mac))
+        return session, _cookie(session, self._mac(secret, session))
 
     def _secret(self, key_id: str) -> bytes | None:
         if not key_id:

@@ -62,6 +62,13 @@ class ServerConfig:
             with ``tls_key``, its private key. Neither: plain HTTP. SIGHUP
             loads both files again.
         tls_key: Private key (PEM) of ``tls_cert``.
+        metrics_token: When set, ``/metrics`` answers only a request with
+            ``Authorization: Bearer <token>`` (Prometheus's ``authorization``
+            scrape setting); else 401.
+        metrics_host: With ``metrics_port``, ``/metrics`` is served there
+            (plain HTTP), on a listener of its own, and not on the API's.
+        metrics_port: Port of that listener (0: any free port); None: the
+            API's listener serves ``/metrics``.
     """
 
     region: str = "us-east-1"
@@ -81,6 +88,9 @@ class ServerConfig:
     max_connections_per_address: int = 500
     tls_cert: str | None = None
     tls_key: str | None = None
+    metrics_token: str | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[0-9]{12}", self.account_id):
@@ -99,6 +109,12 @@ class ServerConfig:
             raise ValueError("max connections must be at least 1")
         if self.max_connections_per_address < 0:
             raise ValueError("max connections per address must be 0 (no cap) or more")
+        if self.metrics_token is not None and (
+            len(self.metrics_token) < 16
+            or not self.metrics_token.isascii()
+            or not self.metrics_token.isprintable()
+        ):
+            raise ValueError("the metrics token must be at least 16 printable ASCII characters")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("HTTPS needs both a certificate and its key (--tls-cert and --tls-key)")
 
@@ -192,12 +208,31 @@ class Context:
         request may use that queue is for ``_authorize`` to say.
         """
         url = params.get("QueueUrl")
-        if url is None and self.path.strip("/"):
-            url = self.path
+        at = self.path if self.path.strip("/") else None
+        if url is None:
+            url = at
         if url is None:
             raise SqsError("MissingParameter", "The request must contain the parameter QueueUrl.")
         if not isinstance(url, str):
             raise SqsError("InvalidParameterValue", "Value for parameter QueueUrl must be a string.")
+        name = self._resolve(url)
+        if at is not None and url is not at:
+            try:
+                sent_to = self._resolve(at)
+            except SqsError:
+                sent_to = name  # not a queue's path: the parameter alone names the queue
+            if sent_to != name:
+                # Acting on the parameter's queue would let a policy or a proxy that judged the
+                # request by its path be bypassed.
+                raise SqsError(
+                    "InvalidParameterValue",
+                    f"Value {url} for parameter QueueUrl is invalid. "
+                    "Reason: it names another queue than the queue URL the request was sent to.",
+                )
+        return name
+
+    def _resolve(self, url: str) -> str:
+        """The core name of the queue a QueueUrl (or a Query request's path) names."""
         if "/" not in url and _is_sqs_name(url):
             return self.core_name(url)
         parts = [part for part in urlsplit(url).path.split("/") if part]

@@ -8,10 +8,12 @@ from typing import Any
 
 from ._errors import SqsError
 
-# An integer as SQS reads one from text: ASCII digits, an optional leading
-# '-', nothing around them. 18 digits are past every range SQS has, and keep
-# int() far from Python's limit on the digits it converts.
-_INTEGER = re.compile(r"-?[0-9]{1,18}")
+# An integer as smq reads one from text: ASCII digits, an optional leading
+# '-', nothing around them, and no leading zero ("045" is not 45: a value
+# written so is more likely a mistake, or an octal, than a decimal). 18
+# digits are past every range SQS has, and keep int() far from Python's
+# limit on the digits it converts.
+_INTEGER = re.compile(r"0|-?[1-9][0-9]{0,17}")
 
 
 def integer_text(text: str) -> int | None:

@@ -338,7 +338,9 @@ _INDEX = re.compile(r"[1-9][0-9]{0,8}")
 
 def _numbered(value: Any, where: str) -> list[tuple[int, Any]]:
     if not isinstance(value, dict) or not all(_INDEX.fullmatch(k) for k in value):
-        raise SqsError("MalformedQueryString", f"parameter {where} must be numbered from 1 ({where}.1...)")
+        # A bad field index is a bad parameter (400); MalformedQueryString (404) is kept for
+        # a query string that cannot be read at all.
+        raise SqsError("InvalidParameterValue", f"parameter {where} must be numbered from 1 ({where}.1...)")
     return sorted((int(k), v) for k, v in value.items())
 
 
