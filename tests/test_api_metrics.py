@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from http_support import KEY_ID, SECRET, Server
+from http_support import KEY_ID, SECRET, Server, http_get
 from metrics_support import Samples, scrape
 from smq.embedded import EmbeddedRedis
 
@@ -59,24 +59,18 @@ def test_api_counts_errors_by_sqs_error_code_and_bounds_unknown_actions(sqs: Any
     assert not any(dict(labels).get("action") == "NoSuchAction" for _, labels in after)
 
 
-def _status(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 TOKEN = "a-long-enough-metrics-token"
 
 
 def test_with_access_keys_metrics_can_require_a_bearer_token(http_redis: EmbeddedRedis) -> None:
     server = Server(http_redis.url, "--access-key", f"{KEY_ID}:{SECRET}", "--metrics-token", TOKEN)
     try:
-        status, body = _status(f"{server.url}/metrics")
+        status, body = http_get(f"{server.url}/metrics")
         assert status == 401 and "smq_api" not in body
-        assert _status(f"{server.url}/metrics", {"Authorization": "Bearer wrong-token-wrong-token"})[0] == 401
-        status, body = _status(f"{server.url}/metrics", {"Authorization": f"Bearer {TOKEN}"})
+        assert (
+            http_get(f"{server.url}/metrics", {"Authorization": "Bearer wrong-token-wrong-token"})[0] == 401
+        )
+        status, body = http_get(f"{server.url}/metrics", {"Authorization": f"Bearer {TOKEN}"})
         assert status == 200 and "smq_api_requests_in_flight" in body
     finally:
         server.stop()
@@ -91,9 +85,9 @@ def test_metrics_can_be_served_on_a_listener_of_their_own(http_redis: EmbeddedRe
             time.sleep(0.05)
             found = re.search(r"metrics on (http://\S+/metrics)", server.logs())
         assert found is not None, server.logs()
-        status, body = _status(found.group(1))
+        status, body = http_get(found.group(1))
         assert status == 200 and "smq_api_requests_in_flight" in body
-        status, body = _status(f"{server.url}/metrics")  # not on the API's listener any more
+        status, body = http_get(f"{server.url}/metrics")  # not on the API's listener any more
         assert "smq_api_requests_in_flight" not in body
         assert "/metrics answers anyone" not in server.logs()
     finally:

@@ -20,8 +20,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,7 +36,7 @@ from click.testing import CliRunner
 
 import smq
 from conftest import need_program, stderr_line_after
-from http_support import BIN, Server
+from http_support import BIN, Server, http_get
 from metrics_support import scrape, value
 from smq.cli import main
 from smq.embedded import EmbeddedRedis
@@ -667,25 +665,17 @@ def test_the_example_handler_returns_for_a_message_and_raises_for_fail(
         handle(_job("fail"))
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 def test_smq_serve_with_access_keys_answers_its_probes_and_scrapes_unsigned(
     redis_server: EmbeddedRedis,
 ) -> None:
     # As the manifests run it: keys required, yet the kubelet and Prometheus sign nothing.
     server = Server(redis_server.url, "--access-key", "probe:secret")
     try:
-        assert _get(f"{server.url}/health")[0] == 200
-        assert _get(f"{server.url}/ready")[0] == 200
-        status, text = _get(f"{server.url}/metrics")
+        assert http_get(f"{server.url}/health")[0] == 200
+        assert http_get(f"{server.url}/ready")[0] == 200
+        status, text = http_get(f"{server.url}/metrics")
         assert status == 200 and "smq_api_requests_total" in text
-        assert _get(f"{server.url}/?Action=ListQueues")[0] == 403  # the SQS API itself is signed
+        assert http_get(f"{server.url}/?Action=ListQueues")[0] == 403  # the SQS API itself is signed
     finally:
         assert server.stop() == 0
 
@@ -747,7 +737,7 @@ def test_the_kubernetes_exporter_command_serves_healthz_and_the_backlog_metrics(
     redis_client.create_queue("jobs").send("resize image 42")
     argv = _on_loopback(exporter.argv, "--port", "--host")
     with _running(argv, redis_server.url, "serving ") as (process, url):
-        assert _get(url.replace("/metrics", "/healthz"))[0] == 200
+        assert http_get(url.replace("/metrics", "/healthz"))[0] == 200
         samples = scrape(url)
         # The two series the KEDA query adds up.
         assert value(samples, "smq_queue_messages_visible", queue="jobs") == 1

@@ -200,7 +200,7 @@ def test_by_default_a_primary_with_replicas_has_each_change_on_every_replica(rep
         assert replicated.waits() > before
         wait = client._scripts.wait
         assert wait is not None and wait.every
-        assert len(wait.known[f"127.0.0.1:{replicated.primary.port}"].answering) == 2
+        assert wait.known[f"127.0.0.1:{replicated.primary.port}"].needed == 2
 
 
 def test_by_default_a_stalled_replica_stops_being_waited_for_once_it_lags(replicated: Replicated) -> None:
@@ -221,7 +221,7 @@ def test_by_default_a_stalled_replica_stops_being_waited_for_once_it_lags(replic
                     unknown += 1
                 assert time.monotonic() < deadline, "the stalled replica was waited for on and on"
             wait = client._scripts.wait
-            assert wait is not None and len(wait.known[f"127.0.0.1:{replicated.primary.port}"].answering) == 1
+            assert wait is not None and wait.known[f"127.0.0.1:{replicated.primary.port}"].needed == 1
         finally:
             os.kill(first.process.pid, signal.SIGCONT)
 

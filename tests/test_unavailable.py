@@ -13,8 +13,6 @@ import asyncio
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import smq
-from http_support import Server, json_client, query_client
+from http_support import Server, http_get, json_client, query_client
 from smq.embedded import EmbeddedRedis
 from smq.server._errors import UNAVAILABLE
 
@@ -119,15 +117,6 @@ def test_a_producer_under_load_sees_unavailable_while_redis_is_dead_and_loses_no
     client.close()
 
 
-def _get(url: str) -> tuple[int, str]:
-    """(status, body) of a GET, an error status included."""
-    try:
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 @pytest.mark.parametrize("make", [json_client, query_client], ids=["json", "query"])
 def test_the_http_api_answers_503_while_redis_is_down(redis_dir: EmbeddedRedis, make: Any) -> None:
     server = Server(redis_dir.url, "--no-auth")
@@ -162,7 +151,7 @@ def test_the_http_api_answers_503_while_redis_is_down(redis_dir: EmbeddedRedis, 
             assert socket_path not in str(response) and "Error " not in response["Error"]["Message"]
             assert response["Error"]["Message"] == UNAVAILABLE
         assert answers == {action: (503, "ServiceUnavailable") for action in calls}
-        status, body = _get(f"{server.url}/ready")
+        status, body = http_get(f"{server.url}/ready")
         assert status == 503 and socket_path not in body and body == '{"status": "redis unavailable"}'
         logs = server.logs()
         assert "Traceback" not in logs
