@@ -77,6 +77,7 @@ FAILOVER_SCENARIOS = (
     "sentinel-failover",
     "sentinel-failover-async",
     "sentinel-failover-bare",
+    "sentinel-failover-wait1",
     "sentinel-failover-wait2",
     "sentinel-pause",
     "sentinel-pause-async",

@@ -125,7 +125,7 @@ def test_queue_create_with_fifo_settings_that_differ_from_the_existing_queue_fai
 ) -> None:
     done = cli("queue", "create", "jobs.fifo", "--content-based-deduplication")
     assert done.exit_code == 1
-    assert done.stderr == ("smq: queue 'jobs.fifo' exists with content_based_deduplication=False, not True\n")
+    assert done.stderr == "smq: queue 'jobs.fifo' exists with --content-based-deduplication off, not on\n"
     assert cli("queue", "create", "jobs.fifo", "--no-content-based-deduplication").exit_code == 0
 
 

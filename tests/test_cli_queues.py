@@ -89,7 +89,7 @@ def test_queue_create_of_a_queue_that_exists_with_other_settings_fails_with_one_
     cli("queue", "create", "jobs", "--visibility-timeout", "60")
     done = cli("queue", "create", "jobs", "--visibility-timeout", "30")
     assert done.exit_code == 1
-    assert done.stderr == "smq: queue 'jobs' exists with visibility_timeout=60, not 30\n"
+    assert done.stderr == "smq: queue 'jobs' exists with --visibility-timeout 60, not 30\n"
 
 
 def test_queue_create_needs_max_receive_count_with_a_dead_letter_queue(cli: Smq) -> None:

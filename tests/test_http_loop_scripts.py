@@ -193,7 +193,7 @@ def test_a_redis_that_stops_answering_is_an_unknown_outcome_then_the_server_goes
     finally:
         os.kill(pid, signal.SIGCONT)
     assert (status, reply["__type"].rsplit("#", 1)[-1]) == (500, "InternalFailure"), reply
-    assert "outcome" in reply["message"].lower() or "redis" in reply["message"].lower(), reply
+    assert "may or may not have been made" in reply["message"], reply  # the detail is in the log
     assert [(code, r["__type"].rsplit("#", 1)[-1]) for code, r in later] == [(503, "ServiceUnavailable")] * 4
     # 10 s for the queue's layout (its 10 s cache ran out meanwhile: read in threads, at once),
     # 10 s for the connection; one after the other per request would be 40 s and more.

@@ -175,7 +175,9 @@ def test_idle_keep_alive_connections_are_closed_after_the_idle_timeout(http_redi
 def test_connections_beyond_the_limit_are_refused_and_the_server_serves_once_stalled_ones_end(
     http_redis: EmbeddedRedis,
 ) -> None:
-    server = Server(http_redis.url, "--no-auth", *SHORT, env={"SMQ_MAX_CONNECTIONS": "5"})
+    # No cap per address: every connection here comes from 127.0.0.1 (see the test after).
+    limits = {"SMQ_MAX_CONNECTIONS": "5", "SMQ_MAX_CONNECTIONS_PER_ADDRESS": "0"}
+    server = Server(http_redis.url, "--no-auth", *SHORT, env=limits)
     stalled: list[socket.socket] = []
     try:
         for _ in range(30):

@@ -143,11 +143,10 @@ def _is_loopback(host: str) -> bool:
 @click.option(
     "--max-connections-per-address",
     envvar="SMQ_MAX_CONNECTIONS_PER_ADDRESS",
-    default=500,
-    show_default=True,
+    default=None,
     type=click.IntRange(0),
-    help="Open connections from one client address at most (0: no cap); behind a proxy or load "
-    "balancer, raise it to --max-connections.",
+    help="Open connections from one client address at most (0: no cap) [default: half of "
+    "--max-connections]; behind a proxy or load balancer, raise it to --max-connections.",
 )
 @click.option(
     "--tls-cert",
@@ -210,7 +209,7 @@ def serve(
     body_timeout: float,
     idle_timeout: float,
     max_connections: int,
-    max_connections_per_address: int,
+    max_connections_per_address: int | None,
     tls_cert: str | None,
     tls_key: str | None,
     metrics_token: str | None,

@@ -459,7 +459,7 @@ async def run(
     guard = ConnectionGuard(
         max_connections=config.max_connections,
         header_timeout=config.header_timeout,
-        max_per_address=config.max_connections_per_address,
+        max_per_address=config.max_connections_per_address or 0,
     )
     # handler_cancellation: a client that hangs up ends its request, so a long
     # poll whose client is gone stops waiting and takes no message it cannot deliver.

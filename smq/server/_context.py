@@ -54,7 +54,8 @@ class ServerConfig:
         max_connections: Open connections at most; a connection beyond them
             is answered ``503 Service Unavailable`` and closed at once.
         max_connections_per_address: Open connections from one client
-            address at most (0: no cap), refused as beyond ``max_connections``:
+            address at most (0: no cap; None, the default: half of
+            ``max_connections``), refused as beyond ``max_connections``:
             one address holding idle sockets cannot lock the others out. Behind
             a proxy or load balancer every client has its address: raise it
             to ``max_connections`` there.
@@ -85,7 +86,7 @@ class ServerConfig:
     body_timeout: float = 60.0
     idle_timeout: float = 75.0
     max_connections: int = 4000
-    max_connections_per_address: int = 500
+    max_connections_per_address: int | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
     metrics_token: str | None = None
@@ -107,7 +108,9 @@ class ServerConfig:
                 raise ValueError(f"{name.replace('_', ' ')} must be more than 0 seconds")
         if self.max_connections < 1:
             raise ValueError("max connections must be at least 1")
-        if self.max_connections_per_address < 0:
+        if self.max_connections_per_address is None:
+            object.__setattr__(self, "max_connections_per_address", max(1, self.max_connections // 2))
+        elif self.max_connections_per_address < 0:
             raise ValueError("max connections per address must be 0 (no cap) or more")
         if self.metrics_token is not None and (
             len(self.metrics_token) < 16
