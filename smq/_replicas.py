@@ -348,7 +348,8 @@ def check_wait(client: Client) -> None:
         return
     redis = client._redis
     probe = ("WAITAOF", 0, 0, 1) if wait.aof else ("WAIT", 0, 1)
-    where = {"target_nodes": RedisCluster.PRIMARIES} if isinstance(redis, RedisCluster) else {}
+    # The nodes themselves: redis-py finds no node to send a keyless ROLE to by the PRIMARIES flag.
+    where = {"target_nodes": redis.get_primaries()} if isinstance(redis, RedisCluster) else {}
     try:
         if wait.every:
             try:

@@ -90,10 +90,12 @@ def test_a_cluster_with_replicas_fails_over_and_clients_follow(tmp_path: Path) -
     with EmbeddedCluster(tmp_path / "cluster", replicas=1, node_timeout_ms=1000) as cluster:
         roles = [_role(node) for node in cluster.nodes]
         assert sorted(roles) == ["master"] * 3 + ["slave"] * 3
-        settings = smq.Settings(url=cluster.url, cluster=True, wait_replicas=1)
+        settings = smq.Settings(url=cluster.url, cluster=True)  # the defaults: wait for replicas
         with smq.Client(settings=settings) as client:
             queue = client.create_queue("jobs")
             queue.send("before")  # waited for: on the replica too
+            wait = client._scripts.wait
+            assert wait is not None and wait.every, "a cluster with replicas waits for them by default"
             port = int(client._redis.get_node_from_key("smq:{jobs}:meta").port)
             primary = cluster.node_at(port)
             assert primary.process is not None
