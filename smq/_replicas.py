@@ -15,8 +15,9 @@ against the Lua sources, so a script that writes cannot be left out.
 
 By default (``wait_replicas=None``) the client decides when it starts
 (``decide_wait``): where Redis has replicas, a failover or a paused primary
-can erase what the primary alone acknowledged, so every change waits for one
-replica; where it has none, there is nothing to wait for. ``wait_replicas=0``
+can erase what the primary alone acknowledged, so every change waits for
+every replica a failover could promote (``Wait.every``); where it has none,
+there is nothing to wait for. ``wait_replicas=0``
 is the explicit opt-out. A primary that refuses writes for want of replicas
 (``min-replicas-to-write``: ``NOREPLICAS``) ran nothing: the call is
 ``Unavailable`` (see ``refused_for_replicas``).

@@ -423,3 +423,13 @@ def test_smq_serve_waits_for_a_replica_by_default(replicated: Replicated) -> Non
         assert replicated.waits() >= before + 5
     finally:
         server.stop()
+
+
+def test_the_command_line_waits_by_default_and_zero_opts_out(replicated: Replicated) -> None:
+    url = replicated.primary.url
+    assert _smq("queue", "create", "cli-default", "--redis-url", url).returncode == 0
+    with replicated.stopped():
+        waited = _smq("send", "cli-default", "x", "--redis-url", url, env={"SMQ_WAIT_TIMEOUT": "0.3"})
+        opted_out = _smq("send", "cli-default", "y", "--redis-url", url, "--wait-replicas", "0")
+    assert waited.returncode != 0 and "replicas confirmed it within 0.3 s" in waited.stderr
+    assert opted_out.returncode == 0, opted_out.stderr

@@ -37,7 +37,8 @@ def _remember(group: str) -> Callable[[click.Context, click.Parameter, Any], Non
 
     def remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
         assert param.name is not None
-        ctx.meta.setdefault(group, {})[param.name] = value or None
+        # An empty text (or no values) is None; 0 and False stay: --wait-replicas 0 means 0.
+        ctx.meta.setdefault(group, {})[param.name] = None if value in ("", ()) else value
 
     return remember
 
