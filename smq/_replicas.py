@@ -350,7 +350,7 @@ def check_wait(client: Client) -> None:
     redis = client._redis
     probe = ("WAITAOF", 0, 0, 1) if wait.aof else ("WAIT", 0, 1)
     # The nodes themselves: redis-py finds no node to send a keyless ROLE to by the PRIMARIES flag.
-    where = {"target_nodes": redis.get_primaries()} if isinstance(redis, RedisCluster) else {}
+    where = {"target_nodes": redis.get_primaries()} if isinstance(redis, RedisCluster) else {}  # type: ignore[no-untyped-call]
     try:
         if wait.every:
             try:
