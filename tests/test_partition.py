@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -211,17 +210,18 @@ class Deployment:
             node.stop()
 
 
+# A producer: sends numbered tokens until its time is up, and writes each outcome to a ledger.
 PRODUCER = """
 import json, sys, time
 import smq
-url, ledger_path, seconds, wait = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+url, ledger_path, side, seconds, wait = sys.argv[1:6]
 settings = smq.Settings(url=url, socket_timeout=3, connect_timeout=1,
                         **({} if wait == "default" else {"wait_replicas": int(wait)}))
 queue = smq.Client(settings=settings).queue("split")
-n, deadline = 0, time.monotonic() + seconds
+n, deadline = 0, time.monotonic() + float(seconds)
 with open(ledger_path, "a") as ledger:
     while time.monotonic() < deadline:
-        token = f"inside-{n}"
+        token = f"{side}-{n}"
         n += 1
         try:
             queue.send(token)
@@ -234,27 +234,15 @@ with open(ledger_path, "a") as ledger:
         ledger.flush()
         time.sleep(0.02)
 """
+PRODUCE_SECONDS = "14"  # past the cut, the failover, 4 s of partition and the heal
 
 
-def _produce_outside(url: str, ledger: Path, stop: threading.Event, wait: str) -> None:
-    extra = {} if wait == "default" else {"wait_replicas": int(wait)}
-    settings = smq.Settings(url=url, socket_timeout=3, connect_timeout=1, **extra)  # type: ignore[arg-type]
-    with smq.Client(settings=settings) as client, ledger.open("a") as out:
-        queue = client.queue(QUEUE)
-        n = 0
-        while not stop.is_set():
-            token = f"outside-{n}"
-            n += 1
-            try:
-                queue.send(token)
-                kind = "sent"
-            except smq.Unavailable:
-                kind = "refused"
-            except smq.SmqError:
-                kind = "unknown"
-            out.write(json.dumps({"k": kind, "t": token}) + "\n")
-            out.flush()
-            stop.wait(0.02)
+def _producer(command: list[str], url: str, ledger: Path, side: str, wait: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*command, "-c", PRODUCER, url, str(ledger), side, PRODUCE_SECONDS, wait],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 @pytest.fixture
@@ -268,30 +256,23 @@ def namespace() -> Iterator[Namespace]:
 def test_a_partitioned_primary_erases_nothing_acknowledged_at_the_defaults(
     tmp_path: Path, namespace: Namespace, mode: str
 ) -> None:
-    wait = "default" if mode == "default" else "0"
     deployment = Deployment(tmp_path, namespace, guarded=mode == "default")
-    ledger = tmp_path / "ledger.jsonl"
-    stop = threading.Event()
+    wait_for = "default" if mode == "default" else "0"
     try:
         with smq.Client(settings=smq.Settings(url=deployment.url("127.0.0.1"))) as admin:
             admin.create_queue(QUEUE)
-        outside = threading.Thread(
-            target=_produce_outside, args=(deployment.url("127.0.0.1"), ledger, stop, wait), daemon=True
-        )
-        outside.start()
-        inside = subprocess.Popen(
-            [
-                *namespace.wrap(tmp_path, sys.executable).split(),
-                "-c",
-                PRODUCER,
+        producers = [
+            _producer(
+                [sys.executable], deployment.url("127.0.0.1"), tmp_path / "outside.jsonl", "outside", wait_for
+            ),
+            _producer(
+                namespace.wrap(tmp_path, sys.executable).split(),
                 deployment.url(OUTSIDE),
-                str(ledger),
-                "14",
-                wait,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
+                tmp_path / "inside.jsonl",
+                "inside",
+                wait_for,
+            ),
+        ]
         time.sleep(3)  # both producers under way through the primary
         namespace.cut()
         deployment.until(
@@ -300,8 +281,9 @@ def test_a_partitioned_primary_erases_nothing_acknowledged_at_the_defaults(
         )
         time.sleep(4)  # the producer inside goes on against the cut-off primary
         namespace.heal()
-        output, _ = inside.communicate(timeout=60)
-        assert inside.returncode == 0, output.decode()[-3000:]
+        for producer in producers:
+            output, _ = producer.communicate(timeout=60)
+            assert producer.returncode == 0, output.decode()[-3000:]
         # The Sentinels turn the old primary into a replica of the new one: its data is replaced.
         deployment.until(
             lambda: (
@@ -310,17 +292,18 @@ def test_a_partitioned_primary_erases_nothing_acknowledged_at_the_defaults(
             ),
             "the old primary to follow the new one",
         )
-        stop.set()
-        outside.join(30)
         stored: set[str] = set()
         with smq.Client(settings=smq.Settings(url=deployment.url("127.0.0.1"), wait_replicas=0)) as reader:
             queue = reader.queue(QUEUE)
             while batch := queue.receive(10, visibility_timeout=600):
                 stored.update(m.body for m in batch)
     finally:
-        stop.set()
         deployment.stop()
-    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    lines = [
+        json.loads(line)
+        for name in ("inside", "outside")
+        for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()
+    ]
     acknowledged = {line["t"] for line in lines if line["k"] == "sent"}
     erased = sorted(acknowledged - stored, key=lambda t: (t.split("-")[0], int(t.split("-")[1])))
     inside_acked = {t for t in acknowledged if t.startswith("inside-")}
