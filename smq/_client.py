@@ -62,6 +62,7 @@ from ._replicas import (
     warn_deposable,
 )
 from ._scripts import NotSent, ScriptRunner, text_pairs
+from ._sentinel import SCHEMES as SENTINEL_SCHEMES
 from ._sentinel import connect_sentinel, is_sentinel_url, parse_sentinel_url
 from ._settings import Settings
 from ._sharded_pubsub import ShardedSubscriber
@@ -74,7 +75,7 @@ from ._wakeup import Waker
 _NAME_PART = re.compile(rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}")
 
 
-_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel")
+_SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
 
 
 def _no_retries() -> Retry:

@@ -227,6 +227,11 @@ class ScriptRunner:
         self._pool = pool if isinstance(redis, Redis) and pool is not None else None
         self.wait: Wait | None = None
         self.set_wait(wait)
+        # How a wait asks the Sentinels which replicas count, on a Sentinel deployment.
+        sentinels = self._pool is not None and hasattr(self._pool, "sentinel_manager")
+        self._sentinel_count: SentinelCount | None = (
+            functools.partial(sentinel_replicas, self._pool) if sentinels else None
+        )
         # Long-poll wake-ups by sharded Pub/Sub (SPUBLISH): set once the servers are known.
         self.sharded = False
         self._local = threading.local()
@@ -237,14 +242,6 @@ class ScriptRunner:
         # Scripts that ran (so were loaded on a node); see run_many.
         self._ran: set[str] = set()
         reset_after_fork(self)
-
-    @property
-    def _sentinel_count(self) -> SentinelCount | None:
-        """How a wait asks the Sentinels which replicas count, on a Sentinel deployment."""
-        pool = self._pool
-        if pool is None or not hasattr(pool, "sentinel_manager"):
-            return None
-        return functools.partial(sentinel_replicas, pool)
 
     def set_wait(self, wait: Wait | None) -> None:
         """Follow each script that writes with ``wait`` from now on (None: answer at once)."""
@@ -345,9 +342,7 @@ class ScriptRunner:
                 except ResponseError as error:
                     replies.append(error)  # this one did not run; the others' replies follow
             if wait is not None:
-                if not wait.pipelined:
-                    connection.send_packed_command(_packed(connection, wait.commands_for(asked)))
-                wait.settle(node, connection, asked, self._sentinel_count)
+                self._settle(node, connection, wait, asked)
         except (ConnectionError, TimeoutError, OSError) as error:
             self._drop(node, connection)
             ran = _any_ran(replies)
@@ -358,11 +353,18 @@ class ScriptRunner:
         except ResponseError:
             self._drop(node, connection)  # the wait's reply was an error: start afresh
             raise
+        return replies
+
+    def _settle(self, node: str, connection: Any, wait: Wait, asked: int) -> None:
+        """The wait after a change on ``connection`` (written now unless it went with the change)."""
+        if not wait.pipelined:
+            connection.send_packed_command(_packed(connection, wait.commands_for(asked)))
+        try:
+            wait.settle(node, connection, asked, self._sentinel_count)
         except NotReplicated as error:
             if error.deposed:
                 self._drop(node, connection)  # the next call asks the Sentinels afresh
             raise
-        return replies
 
     def read(self, key: str, *command: Any) -> Any:
         """Send one command that only reads ``key``, to its node, on the scripts' connection."""
@@ -445,15 +447,9 @@ class ScriptRunner:
             raise
         if wait is not None:
             try:
-                if not wait.pipelined:
-                    connection.send_packed_command(_packed(connection, wait.commands_for(asked)))
-                wait.settle(node, connection, asked, self._sentinel_count)
+                self._settle(node, connection, wait, asked)
             except (ConnectionError, TimeoutError, OSError):
                 self._drop(node, connection)
-                raise
-            except NotReplicated as error:
-                if error.deposed:
-                    self._drop(node, connection)  # the next call asks the Sentinels afresh
                 raise
         return reply
 
