@@ -624,14 +624,9 @@ def _entries(count: int, size: int = 1) -> list[dict[str, str]]:
     return [{"Id": f"e{n}", "MessageBody": "x" * size} for n in range(count)]
 
 
-# Error.Code over JSON as the live service sends it: three without the prefix
-# the Query protocol (and its model's exceptions) have.
-SHORT_OVER_JSON = {"EmptyBatchRequest", "InvalidBatchEntryId", "BatchRequestTooLong"}
-
-
+# Error.Code as the live service sends it on both protocols: x-amzn-query-error
+# repeats the Query protocol's long code over JSON.
 def batch_code(api: Any, code: str) -> str:
-    if code in SHORT_OVER_JSON and api.meta.service_model.protocol == "json":
-        return code
     return f"AWS.SimpleQueueService.{code}"
 
 

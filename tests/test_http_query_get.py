@@ -1,7 +1,8 @@
 """The Query protocol sent with GET to a queue URL (unsigned: the server runs
-with --no-auth): queue actions work there, other actions are refused, an
-unknown action is UnknownOperationException, and a client that asks for JSON
-(``Accept: application/json``) gets its reply in JSON."""
+with --no-auth), as the live service answers it: every action works there
+(GetQueueUrl also for another queue), an unknown action is InvalidAction, a GET
+with no Action is a 404 <UnknownOperationException/>, and a client that asks for
+JSON (``Accept: application/json``) gets its other replies in JSON."""
 
 from __future__ import annotations
 
@@ -82,30 +83,49 @@ def test_queue_actions_work_with_get_on_the_queue_url(sqs_server: Any, core: smq
     assert (info.visible, info.in_flight) == (0, 0)
 
 
-@pytest.mark.parametrize(
-    ("action", "params"),
-    [("CreateQueue", {"QueueName": "other"}), ("ListQueues", {}), ("GetQueueUrl", {"QueueName": "jobs"})],
-)
 @pytest.mark.parametrize("method", ["GET", "POST"])
-def test_an_action_that_is_not_a_queue_action_is_refused_at_a_queue_url(
-    sqs_server: Any, core: smq.Client, action: str, params: dict[str, str], method: str
-) -> None:
-    core.create_queue("jobs")
-    status, _, body = request(sqs_server.url, QUEUE, {"Action": action, **params}, method=method)
-    assert status == 400
-    assert error_of(body) == ("InvalidAction", f"The action {action} is not valid for this endpoint.")
-    assert not core.queue_exists("other")
-
-
-@pytest.mark.parametrize("method", ["GET", "POST"])
-def test_an_unknown_action_at_a_queue_url_is_unknown_operation_exception(
+def test_get_queue_url_is_answered_at_a_queue_url_also_for_another_queue(
     sqs_server: Any, core: smq.Client, method: str
 ) -> None:
     core.create_queue("jobs")
-    status, headers, body = request(sqs_server.url, QUEUE, {"Action": "Frobnicate"}, method=method)
+    core.create_queue("other")
+    for name in ("jobs", "other"):
+        status, _, body = request(
+            sqs_server.url, QUEUE, {"Action": "GetQueueUrl", "QueueName": name}, method=method
+        )
+        assert status == 200, body
+        assert text_of(xml(body), "sqs:GetQueueUrlResult/sqs:QueueUrl") == f"{sqs_server.url}/{ACCOUNT}/{name}"
+    # The other actions that take no queue URL are answered there too.
+    status, _, body = request(sqs_server.url, QUEUE, {"Action": "ListQueues"}, method=method)
+    assert status == 200, body
+    assert len(xml(body).findall("sqs:ListQueuesResult/sqs:QueueUrl", NS)) == 2
+
+
+@pytest.mark.parametrize("path", [QUEUE, "/"])
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_an_unknown_action_is_invalid_action(sqs_server: Any, core: smq.Client, method: str, path: str) -> None:
+    core.create_queue("jobs")
+    status, headers, body = request(sqs_server.url, path, {"Action": "FooBar"}, method=method)
     assert status == 400
-    assert error_of(body)[0] == "UnknownOperationException"
+    assert error_of(body) == ("InvalidAction", "The action FooBar is not valid for this endpoint.")
     assert headers["Content-Type"].startswith("text/xml")
+
+
+@pytest.mark.parametrize("accept", [{}, {"Accept": "application/json"}])
+def test_a_get_with_no_action_is_404_unknown_operation_exception_in_xml(
+    sqs_server: Any, core: smq.Client, accept: dict[str, str]
+) -> None:
+    core.create_queue("jobs")
+    for path in (QUEUE, "/"):
+        status, headers, body = request(sqs_server.url, path, {}, headers=accept)
+        assert status == 404
+        assert headers["Content-Type"].startswith("text/xml")
+        assert xml(body).tag == "UnknownOperationException"
+    # A POST that names no Action is still told what it lacks.
+    status, _, body = request(sqs_server.url, QUEUE, {"MessageBody": "x"}, method="POST")
+    assert status == 400
+    assert error_of(body) == ("MissingAction", "The request must contain the parameter Action.")
+    assert core.get_queue("jobs").attributes().visible == 0
 
 
 def test_an_unknown_json_operation_names_unknown_operation_exception_in_both_codes(sqs_server: Any) -> None:

@@ -90,10 +90,9 @@ def test_a_body_over_the_queues_maximum_names_the_limit(api: Any, url: str) -> N
 
 
 def test_batch_errors_as_the_live_service_words_them(api: Any, url: str) -> None:
-    json_protocol = is_json(api)
     big = [{"Id": str(i), "MessageBody": "x" * (262144 if i < 3 else 262145)} for i in range(4)]
     assert refused(lambda: api.send_message_batch(QueueUrl=url, Entries=big)) == (
-        "BatchRequestTooLong" if json_protocol else "AWS.SimpleQueueService.BatchRequestTooLong",
+        "AWS.SimpleQueueService.BatchRequestTooLong",
         400,
         "Batch requests cannot be longer than 1048576 bytes. You have sent 1048577 bytes.",
     )
@@ -103,7 +102,7 @@ def test_batch_errors_as_the_live_service_words_them(api: Any, url: str) -> None
         400,
         "Maximum number of entries per request are 10. You have sent 20.",
     )
-    empty_code = "EmptyBatchRequest" if json_protocol else "AWS.SimpleQueueService.EmptyBatchRequest"
+    empty_code = "AWS.SimpleQueueService.EmptyBatchRequest"
     for action, entry in (
         (api.send_message_batch, "SendMessageBatchRequestEntry"),
         (api.delete_message_batch, "DeleteMessageBatchRequestEntry"),
@@ -116,7 +115,7 @@ def test_batch_errors_as_the_live_service_words_them(api: Any, url: str) -> None
         )
     bad_id = [{"Id": "not valid!", "MessageBody": "x"}]
     assert refused(lambda: api.send_message_batch(QueueUrl=url, Entries=bad_id)) == (
-        "InvalidBatchEntryId" if json_protocol else "AWS.SimpleQueueService.InvalidBatchEntryId",
+        "AWS.SimpleQueueService.InvalidBatchEntryId",
         400,
         "A batch entry id can only contain alphanumeric characters, hyphens and underscores. "
         "It can be at most 80 letters long.",
@@ -225,6 +224,12 @@ def test_json_errors_carry_the_live_services_types(sqs_server: Any, core: Any) -
     assert (status, body["__type"]) == (400, "com.amazonaws.sqs#MissingRequiredParameterException")
     assert headers["x-amzn-query-error"] == "MissingParameter;Sender"
     assert body["message"] == "The request must contain the parameter MessageBody."
+    # Batch errors: the header repeats the Query protocol's long code, __type keeps the shape name.
+    status, headers, body = raw_json(
+        sqs_server.url, "SendMessageBatch", json.dumps({"QueueUrl": queue_url, "Entries": []}).encode()
+    )
+    assert (status, body["__type"]) == (400, "com.amazonaws.sqs#EmptyBatchRequest")
+    assert headers["x-amzn-query-error"] == "AWS.SimpleQueueService.EmptyBatchRequest;Sender"
 
 
 # -- receipts -----------------------------------------------------------------------------------

@@ -147,8 +147,12 @@ class Service:
                 params = _wire.json_params(body)
             else:
                 if not action:
+                    if request.method == "GET":
+                        # What SQS answers a GET that names no operation (a browser, a probe).
+                        raise SqsError("NoAction", "The request names no operation.")
                     raise SqsError("MissingAction", "The request must contain the parameter Action.")
-                _check_query_action(action, request.path)
+                if action not in ACTIONS:
+                    raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
                 params = _wire.query_params(action, form)
             context = self.context(
                 request,
@@ -357,19 +361,6 @@ def _form(request: web.Request, body: bytes) -> dict[str, str]:
     return form
 
 
-def _check_query_action(action: str, path: str) -> None:
-    """Refuse an Action the endpoint does not serve: a queue URL serves queue actions only."""
-    parts = [part for part in path.split("/") if part]
-    # /{account}/{name}, /{region}/{account}/{name}, or LocalStack's /queue/{region}/{account}/{name}
-    at_queue = len(parts) in (2, 3) or (len(parts) == 4 and parts[0] == "queue")
-    if action not in ACTIONS:
-        if at_queue:
-            raise SqsError("UnknownOperationException", f"Unknown operation {action}.")
-        raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
-    if at_queue and "QueueUrl" not in _wire.INPUTS.get(action, {}):
-        raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
-
-
 def _wants_json(request: web.Request) -> bool:
     """A Query-protocol client that asks for JSON replies (``Accept: application/json``)."""
     return "application/json" in request.headers.get("Accept", "")
@@ -396,6 +387,14 @@ def _reply(
 
 
 def _error_reply(protocol: str, error: SqsError, request_id: str, as_json: bool = False) -> web.Response:
+    if error.code == "NoAction":
+        # The service's front answers it, in XML whatever the client asked for.
+        return web.Response(
+            status=error.status,
+            body=b'<?xml version="1.0"?><UnknownOperationException/>',
+            content_type="text/xml",
+            headers={"x-amzn-RequestId": request_id},
+        )
     if protocol == "query" and as_json:
         return web.json_response(
             status=error.status,

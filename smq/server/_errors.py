@@ -44,9 +44,11 @@ ERRORS: dict[str, tuple[str, int]] = {
     "MissingParameter": ("MissingParameter", 400),
     "InvalidAction": ("InvalidAction", 400),
     "MissingAction": ("MissingAction", 400),
-    # SQS names it so in both protocols (the Query protocol answers it for an
-    # unknown Action sent to a queue URL).
+    # An unknown X-Amz-Target of the JSON protocol.
     "UnknownOperationException": ("UnknownOperationException", 400),
+    # A GET with no Action at all: the service's front answers 404 and a bare
+    # <UnknownOperationException/>, in XML even to a client that asks for JSON.
+    "NoAction": ("UnknownOperationException", 404),
     "MalformedQueryString": ("MalformedQueryString", 404),
     "SerializationException": ("SerializationException", 400),
     "InvalidClientTokenId": ("InvalidClientTokenId", 403),
@@ -68,12 +70,6 @@ _JSON_TYPES = {
 # Errors of the AWS request layer in front of SQS, not of SQS itself: their own
 # namespace in the JSON protocol.
 _FRONT_TYPES = {"AccessDenied": "com.amazon.coral.service#AccessDeniedException"}
-# Over JSON the live service names these three by their short code in
-# x-amzn-query-error (so Error.Code in today's SDKs); the Query protocol keeps
-# the long code its model maps to exceptions.
-_JSON_HEADER_CODES = {
-    code: code for code in ("BatchRequestTooLong", "EmptyBatchRequest", "InvalidBatchEntryId")
-}
 NO_QUEUE = "The specified queue does not exist."
 # The Query protocol's wording of the same error.
 _QUERY_TEXTS = {NO_QUEUE: "The specified queue does not exist for this wsdl version."}
@@ -95,11 +91,6 @@ class SqsError(Exception):
         if self.code in _FRONT_TYPES:
             return _FRONT_TYPES[self.code]
         return "com.amazonaws.sqs#" + _JSON_TYPES.get(self.code, self.code)
-
-    @property
-    def json_query_code(self) -> str:
-        """The code in the JSON protocol's ``x-amzn-query-error`` header."""
-        return _JSON_HEADER_CODES.get(self.code, self.query_code)
 
     @property
     def query_message(self) -> str:

@@ -267,7 +267,7 @@ def json_body(result: Mapping[str, Any]) -> bytes:
 
 def json_error(error: SqsError) -> tuple[bytes, dict[str, str]]:
     body = json_body({"__type": error.json_type, "message": error.message})
-    return body, {"x-amzn-query-error": f"{error.json_query_code};{error.fault}"}
+    return body, {"x-amzn-query-error": f"{error.query_code};{error.fault}"}
 
 
 # -- Query: parameters ------------------------------------------------------------
