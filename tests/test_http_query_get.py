@@ -94,7 +94,8 @@ def test_get_queue_url_is_answered_at_a_queue_url_also_for_another_queue(
             sqs_server.url, QUEUE, {"Action": "GetQueueUrl", "QueueName": name}, method=method
         )
         assert status == 200, body
-        assert text_of(xml(body), "sqs:GetQueueUrlResult/sqs:QueueUrl") == f"{sqs_server.url}/{ACCOUNT}/{name}"
+        found = text_of(xml(body), "sqs:GetQueueUrlResult/sqs:QueueUrl")
+        assert found == f"{sqs_server.url}/{ACCOUNT}/{name}"
     # The other actions that take no queue URL are answered there too.
     status, _, body = request(sqs_server.url, QUEUE, {"Action": "ListQueues"}, method=method)
     assert status == 200, body
@@ -103,7 +104,9 @@ def test_get_queue_url_is_answered_at_a_queue_url_also_for_another_queue(
 
 @pytest.mark.parametrize("path", [QUEUE, "/"])
 @pytest.mark.parametrize("method", ["GET", "POST"])
-def test_an_unknown_action_is_invalid_action(sqs_server: Any, core: smq.Client, method: str, path: str) -> None:
+def test_an_unknown_action_is_invalid_action(
+    sqs_server: Any, core: smq.Client, method: str, path: str
+) -> None:
     core.create_queue("jobs")
     status, headers, body = request(sqs_server.url, path, {"Action": "FooBar"}, method=method)
     assert status == 400
