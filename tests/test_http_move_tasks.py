@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from botocore.exceptions import ClientError
 
 import smq
 from http_support import ACCOUNT, REGION
+from smq._move_tasks import parse_handle
 
 
 def arn(name: str) -> str:
@@ -111,7 +113,9 @@ def test_a_task_handle_is_base64_of_json_naming_the_task_and_its_source(api: Any
     ]
     document = json.loads(base64.b64decode(handle, validate=True))
     assert set(document) == {"taskId", "sourceArn"}
-    assert document["sourceArn"] == arn("jobs-dlq") and document["taskId"]
+    assert document["sourceArn"] == arn("jobs-dlq")
+    task_id = uuid.UUID(document["taskId"])  # a UUID, as SQS's task ids are
+    assert str(task_id) == document["taskId"] and task_id.version == 4
     (listed,) = api.list_message_move_tasks(SourceArn=arn("jobs-dlq"))["Results"]
     assert listed["TaskHandle"] == handle
     api.cancel_message_move_task(TaskHandle=handle)
@@ -125,6 +129,10 @@ def test_a_handle_of_the_earlier_form_still_cancels_its_task(api: Any, core: smq
     earlier = core.start_move_task("jobs-dlq", max_per_second=1).handle
     assert api.cancel_message_move_task(TaskHandle=earlier)["ApproximateNumberOfMessagesMoved"] < 5
     assert wait_for_status(api, "jobs-dlq", {"CANCELLED"})["Status"] == "CANCELLED"
+    # 0.2.0's JSON handles named the task by the core's token, not by a UUID.
+    token = parse_handle(core.start_move_task("jobs-dlq", max_per_second=1).handle)[1]
+    assert api.cancel_message_move_task(TaskHandle=handle_of(token, arn("jobs-dlq")))
+    assert wait_for_status(api, "jobs-dlq", {"CANCELLED"})["Status"] == "CANCELLED"
 
 
 def test_cancel_errors_name_what_is_wrong(api: Any, core: smq.Client) -> None:
@@ -137,12 +145,18 @@ def test_cancel_errors_name_what_is_wrong(api: Any, core: smq.Client) -> None:
         api.cancel_message_move_task(TaskHandle=handle_of("AAAAAAAAAAAAAAAA", arn("jobs-dlq")))
     assert error(caught) == ("ResourceNotFoundException", 404, "Task does not exist.")
     with pytest.raises(ClientError) as caught:
-        api.cancel_message_move_task(TaskHandle=handle_of("AAAAAAAAAAAAAAAA", arn("missing")))
-    assert error(caught) == (
-        "ResourceNotFoundException",
-        404,
-        "The resource that you specified for the SourceArn parameter doesn't exist.",
-    )
+        api.cancel_message_move_task(TaskHandle=handle_of(str(uuid.uuid4()), arn("jobs-dlq")))
+    assert error(caught) == ("ResourceNotFoundException", 404, "Task does not exist.")
+    # A source queue that does not exist, in this account or any other: 404 naming SourceArn.
+    for missing in (arn("missing"), f"arn:aws:sqs:{REGION}:210987654321:missing"):
+        for task_id in ("AAAAAAAAAAAAAAAA", str(uuid.uuid4())):
+            with pytest.raises(ClientError) as caught:
+                api.cancel_message_move_task(TaskHandle=handle_of(task_id, missing))
+            assert error(caught) == (
+                "ResourceNotFoundException",
+                404,
+                "The resource that you specified for the SourceArn parameter doesn't exist.",
+            )
     # A task that has ended cannot be cancelled: for a cancel, it no longer exists.
     handle = api.start_message_move_task(SourceArn=arn("jobs-dlq"))["TaskHandle"]
     wait_for_status(api, "jobs-dlq", {"COMPLETED"})

@@ -390,6 +390,16 @@ def test_the_fifo_queue_attribute_as_the_live_service_treats_it(api: Any, fifo: 
     )
 
 
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_the_fifo_queue_attribute_is_unknown_to_a_standard_queue(api: Any, url: str, value: str) -> None:
+    assert refused(lambda: api.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": value})) == (
+        "InvalidAttributeName",
+        400,
+        "Unknown Attribute FifoQueue.",
+    )
+    assert "FifoQueue" not in api.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+
+
 @pytest.mark.parametrize(
     ("name", "value", "code", "message"),
     [

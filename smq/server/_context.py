@@ -188,14 +188,17 @@ class Context:
         """The account that owns a queue."""
         return self._parts(core_name)[1]
 
-    def name_of_arn(self, arn: str, error: str = "InvalidParameterValue") -> str:
-        """The core name of the queue an ARN names, of any region in this account."""
+    def name_of_arn(
+        self, arn: str, error: str = "InvalidParameterValue", *, any_account: bool = False
+    ) -> str:
+        """The core name of the queue an ARN names, of any region in this account (in any
+        account with ``any_account``: whether the request may use it is the caller's to say)."""
         parts = arn.split(":") if isinstance(arn, str) else []
         if (
             len(parts) != 6
             or parts[:3] != ["arn", "aws", "sqs"]
             or not REGION.fullmatch(parts[3])
-            or parts[4] != self.account
+            or not (parts[4] == self.account or (any_account and ACCOUNT.fullmatch(parts[4])))
             or not _is_sqs_name(parts[5])
         ):
             raise SqsError(error, f"{arn!r} is not the ARN of a queue of this service")

@@ -118,11 +118,11 @@ def _redrive_policy(ctx: Context, text: str) -> RedrivePolicy | None:
     return RedrivePolicy(dead_letters, count)
 
 
-def _fifo_queue(value: str, *, creating: bool, fifo: bool) -> None:
+def _fifo_queue(value: str, *, fifo: bool) -> None:
     """Check FifoQueue as the live service does: the name decided the type (see create_queue)."""
     wanted = _boolean("FifoQueue", value)
-    if not fifo and not (wanted and not creating):
-        # A standard queue knows no FifoQueue attribute, not even "false".
+    if not fifo:
+        # A standard queue knows no FifoQueue attribute, "true" or "false", at creation or after.
         raise SqsError("InvalidAttributeName", "Unknown Attribute FifoQueue.")
     if wanted != fifo:
         raise SqsError(
@@ -158,7 +158,7 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
         elif name in STORED:
             stored[name] = value
         elif name == "FifoQueue":
-            _fifo_queue(value, creating=creating, fifo=fifo)
+            _fifo_queue(value, fifo=fifo)
         elif name == SHARDS:
             settings["shards"] = _shards(value, creating=creating)
         elif name in FIFO_ONLY and fifo:

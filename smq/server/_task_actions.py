@@ -4,18 +4,22 @@ A task is a record in Redis; the moving is done by whichever ``smq serve``
 process holds its lease (see ``smq._move_tasks``), so a task outlives the
 process that started it.
 
-A TaskHandle is, as in SQS, base64 of a JSON document naming the task and
-its source queue's ARN (``{"taskId": ..., "sourceArn": ...}``). The core
-names a task by its own handle (the source queue and the task's token);
-handles of the earlier form, which this service gave out before, are
-still accepted by CancelMessageMoveTask.
+A TaskHandle is, as in SQS, base64 of a JSON document naming the task by a
+UUID and its source queue's ARN (``{"taskId": ..., "sourceArn": ...}``). The
+core names a task by its own handle (the source queue and the task's token);
+handles of the earlier forms, which this service gave out before (the core's
+handle, and JSON with the token as taskId), are still accepted by
+CancelMessageMoveTask.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
+import re
+import uuid
 from typing import Any
 
 from .._errors import MoveTaskActive, MoveTaskNotFound, QueueDoesNotExist, SmqError
@@ -32,6 +36,12 @@ _ACTIVE = (
 )
 
 
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_EARLIER_TOKEN = re.compile(r"[A-Za-z0-9_-]{16}")
+_LOW_62 = (1 << 62) - 1
+_CHECK_MASK = (1 << 26) - 1
+
+
 def _missing(parameter: str) -> SqsError:
     return SqsError(
         "ResourceNotFoundException",
@@ -43,34 +53,66 @@ def _invalid_handle() -> SqsError:
     return SqsError("InvalidParameterValue", "Value for parameter TaskHandle is invalid.")
 
 
+def task_id(token: str) -> str:
+    """The UUID SQS's clients see as the id of the task the core names ``token``.
+
+    The core's token is 12 random bytes (16 base64 characters, a fixed width its Lua
+    layout relies on); the id carries them, and 26 bits of their digest, in the 122
+    free bits of a version 4 UUID, so it reads as SQS's ids do and maps back.
+    """
+    payload = int.from_bytes(base64.urlsafe_b64decode(token), "big")
+    free = payload << 26 | _check_bits(payload)
+    n = (free >> 74) << 80 | 4 << 76 | ((free >> 62) & 0xFFF) << 64 | 0b10 << 62 | free & _LOW_62
+    return str(uuid.UUID(int=n))
+
+
+def _token_of_id(task_id: str) -> str | None:
+    """The core's token of a task id (None if no task of this service has that id)."""
+    if _EARLIER_TOKEN.fullmatch(task_id):
+        return task_id  # handles given out before named the task by the token itself
+    if not _UUID.fullmatch(task_id):
+        return None
+    n = uuid.UUID(task_id).int
+    if (n >> 76) & 0xF != 4 or (n >> 62) & 0b11 != 0b10:
+        return None
+    free = (n >> 80) << 74 | ((n >> 64) & 0xFFF) << 62 | n & _LOW_62
+    payload = free >> 26
+    if free & _CHECK_MASK != _check_bits(payload):
+        return None
+    return base64.urlsafe_b64encode(payload.to_bytes(12, "big")).decode()
+
+
+def _check_bits(payload: int) -> int:
+    return int.from_bytes(hashlib.sha256(payload.to_bytes(12, "big")).digest()[:4], "big") >> 6
+
+
 def task_handle(ctx: Context, source: str, token: str) -> str:
     """The TaskHandle SQS's clients see for task ``token`` of queue ``source``."""
-    document = json.dumps({"taskId": token, "sourceArn": ctx.arn_of(source)}, separators=(",", ":"))
+    document = json.dumps({"taskId": task_id(token), "sourceArn": ctx.arn_of(source)}, separators=(",", ":"))
     return base64.b64encode(document.encode()).decode()
 
 
-def parse_task_handle(ctx: Context, handle: str) -> tuple[str, str]:
-    """The (source queue, task token) of a TaskHandle, in either form."""
+def parse_task_handle(ctx: Context, handle: str) -> tuple[str, str | None]:
+    """The (source queue, task token) of a TaskHandle, in either form: the token is None
+    when the handle is well formed but names no task this service gave out. The source may
+    be another account's queue: the caller checks it exists, then that it is the sender's."""
     try:
         document = json.loads(base64.b64decode(handle, validate=True))
     except (binascii.Error, ValueError, RecursionError):
         document = None
     if isinstance(document, dict):
-        token, arn = document.get("taskId"), document.get("sourceArn")
-        if not isinstance(token, str) or not isinstance(arn, str) or not token:
+        given, arn = document.get("taskId"), document.get("sourceArn")
+        if not isinstance(given, str) or not isinstance(arn, str) or not given:
             raise _invalid_handle()
         try:
-            source = ctx.name_of_arn(arn)
+            source = ctx.name_of_arn(arn, any_account=True)
         except SqsError:
             raise _invalid_handle() from None
-        return source, token
+        return source, _token_of_id(given)
     try:
-        source, token = parse_handle(handle)  # the earlier form: the core's own handle
+        return parse_handle(handle)  # the earlier form: the core's own handle
     except MoveTaskNotFound:
         raise _invalid_handle() from None
-    if ctx.account_of(source) != ctx.account:
-        raise _invalid_handle()  # another account's task: only its owner may cancel it
-    return source, token
 
 
 def _token(task: MoveTask) -> str:
@@ -144,7 +186,11 @@ async def list_message_move_tasks(ctx: Context, params: Result) -> Result:
 async def cancel_message_move_task(ctx: Context, params: Result) -> Result:
     source, token = parse_task_handle(ctx, p.required_string(params, "TaskHandle"))
     if not await ctx.call(ctx.client.queue_exists, source):
-        raise _missing("SourceArn")
+        raise _missing("SourceArn")  # in any account, as SQS answers it
+    if ctx.account_of(source) != ctx.account:
+        raise _invalid_handle()  # another account's task: only its owner may cancel it
+    if token is None:
+        raise SqsError("ResourceNotFoundException", "Task does not exist.")
     try:
         task = await ctx.call(ctx.client.cancel_move_task, make_handle(source, token))
     except SmqError as error:
