@@ -43,7 +43,8 @@ def test_add_permission_keeps_a_statement_under_its_label(api: Any, url: str) ->
         Actions=["SendMessage", "ReceiveMessage"],
     )
     policy = policy_of(api, url)
-    assert policy is not None and policy["Version"] == "2012-10-17"
+    assert policy is not None
+    assert (policy["Version"], policy["Id"]) == ("2008-10-17", f"{ARN}/SQSDefaultPolicy")
     assert policy["Statement"] == [
         {
             "Sid": "AliceSendMessage",
@@ -58,8 +59,11 @@ def test_add_permission_keeps_a_statement_under_its_label(api: Any, url: str) ->
     assert policy is not None
     assert [(s["Sid"], s["Action"]) for s in policy["Statement"]] == [
         ("AliceSendMessage", ["SQS:SendMessage", "SQS:ReceiveMessage"]),
-        ("everything", ["SQS:*"]),
+        ("everything", "SQS:*"),
     ]
+    # One principal and one action are strings, as SQS writes them.
+    assert policy["Statement"][1]["Principal"] == {"AWS": "arn:aws:iam::111122223333:root"}
+    assert list(policy) == ["Version", "Id", "Statement"]
 
 
 def test_remove_permission_drops_its_statement_and_the_last_one_the_policy(api: Any, url: str) -> None:

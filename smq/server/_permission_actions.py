@@ -1,8 +1,9 @@
 """AddPermission and RemovePermission: labelled statements of a queue's Policy.
 
 As in SQS, each permission is a statement of the queue's Policy attribute
-(a JSON policy document), named by its label (``Sid``): ``Effect`` Allow,
-``Principal`` the accounts' root ARNs, ``Action`` ``SQS:<action>``,
+(a JSON policy document of Version 2008-10-17, Id ``<queue arn>/SQSDefaultPolicy``),
+named by its label (``Sid``): ``Effect`` Allow, ``Principal`` the accounts' root
+ARNs, ``Action`` ``SQS:<action>`` (one as a string, two or more as a list),
 ``Resource`` the queue's ARN. With access keys, the server enforces them
 (``_authorize``).
 """
@@ -82,6 +83,11 @@ def _labels(statements: list[Any]) -> set[str]:
     return {s["Sid"] for s in statements if isinstance(s, dict) and isinstance(s.get("Sid"), str)}
 
 
+def _one_or_list(values: list[str]) -> str | list[str]:
+    """As SQS writes a statement: one principal or action as a string, two or more as a list."""
+    return values[0] if len(values) == 1 else values
+
+
 async def add_permission(ctx: Context, params: Result) -> Result:
     name = ctx.queue_name(params)
     label = _label(params)
@@ -91,14 +97,15 @@ async def add_permission(ctx: Context, params: Result) -> Result:
     statement = {
         "Sid": label,
         "Effect": "Allow",
-        "Principal": {"AWS": [f"arn:aws:iam::{account}:root" for account in accounts]},
-        "Action": [f"SQS:{action}" for action in actions],
+        "Principal": {"AWS": _one_or_list([f"arn:aws:iam::{account}:root" for account in accounts])},
+        "Action": _one_or_list([f"SQS:{action}" for action in actions]),
         "Resource": arn,
     }
 
     def change(current: str) -> str:
+        # The document SQS starts: its policy language version and its default Id.
         document = (
-            json.loads(current) if current else {"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy"}
+            json.loads(current) if current else {"Version": "2008-10-17", "Id": f"{arn}/SQSDefaultPolicy"}
         )
         statements = _statements(document)
         if label in _labels(statements):
