@@ -449,6 +449,9 @@ def test_purge_queue_in_progress_names_the_queue(api: Any, url: str) -> None:
 def test_message_attribute_names_all_star_and_prefixes_select_as_on_sqs(api: Any, url: str) -> None:
     attributes = {
         "Custom.a": {"DataType": "String", "StringValue": "1"},
+        "Custom1": {"DataType": "String", "StringValue": "1"},
+        "Hello": {"DataType": "String", "StringValue": "h"},
+        "Help.Me": {"DataType": "String", "StringValue": "h"},
         "Other": {"DataType": "Number", "StringValue": "2"},
         "größe": {"DataType": "String", "StringValue": "groß"},  # non-ASCII letters are allowed
     }
@@ -458,7 +461,10 @@ def test_message_attribute_names_all_star_and_prefixes_select_as_on_sqs(api: Any
         (["All"], set(attributes)),
         ([".*"], set(attributes)),
         (["*"], set(attributes)),
-        (["Custom.*"], {"Custom.a"}),
+        # The prefix is the text before ".*".
+        (["Custom.*"], {"Custom.a", "Custom1"}),
+        (["Hel.*"], {"Hello", "Help.Me"}),
+        (["Help.*", "Other"], {"Help.Me", "Other"}),
         (["größe"], {"größe"}),
     ):
         (message,) = received(api, url, MessageAttributeNames=names, VisibilityTimeout=0)

@@ -258,7 +258,8 @@ def _selected(attributes: Mapping[str, MessageAttribute], wanted: list[str]) -> 
         return {}
     if "All" in wanted or ".*" in wanted or "*" in wanted:
         return dict(attributes)
-    prefixes = tuple(name[:-1] for name in wanted if name.endswith(".*"))
+    # As SQS reads a prefix wildcard: the prefix is the text before ".*" ("Hel.*" selects "Help.Me").
+    prefixes = tuple(name[:-2] for name in wanted if name.endswith(".*"))
     exact = set(wanted)
     return {n: a for n, a in attributes.items() if n in exact or (prefixes and n.startswith(prefixes))}
 
