@@ -28,7 +28,8 @@
 --
 -- A receive takes a ready group's messages from its head, as many as it may,
 -- then the next ready group's. Every group it hands messages of stays locked
--- until none of them is in flight. A repeated attempt id (within 5 minutes)
+-- until none of them is in flight (with a timeout of 0, none ever is: the
+-- groups go back to ready at once, in the order they were taken). A repeated attempt id (within 5 minutes)
 -- returns the messages of its first receive still in flight under it, with
 -- the same receipts and a new timeout, and receives nothing new. Work is
 -- bounded: RECLAIM_MAX expiries, PROMOTE_MAX delayed groups, SKIP_MAX skipped
@@ -209,6 +210,7 @@ end
 local want = math.min(max_messages, room)
 local skips = SKIP_MAX
 local received = {}
+local handed_groups = {}  -- groups handed out by this receive, in the order it took them
 local moved = {}
 local new_states = {}
 local new_inflight = {}
@@ -321,6 +323,9 @@ while want > 0 and skips > 0 do
     end
     if handed > 0 or blocked_inflight then
       redis.call('HSET', k.groups, group, 1)  -- locked: its head is in flight now
+      if handed > 0 then
+        handed_groups[#handed_groups + 1] = group
+      end
     elseif blocked_sent ~= nil then
       redis.call('HSET', k.groups, group, 'w')
       redis.call('ZADD', k.waiting, blocked_sent, group)
@@ -336,7 +341,20 @@ end
 local received_n = #received / 5
 if received_n > 0 then
   redis.call('HSET', state, unpack(new_states))
-  redis.call('ZADD', inflight, unpack(new_inflight))
+  if visibility_ms > 0 then
+    redis.call('ZADD', inflight, unpack(new_inflight))
+  else
+    -- A timeout of 0 runs out at once: the messages are visible again now, and their
+    -- groups go behind the ready ones in the order this receive took them (as on SQS;
+    -- left to a later reclaim, groups of equal expiry would come back in id order).
+    redis.call('HINCRBY', stats, 'visibility_expired', received_n)
+    for i = 1, received_n do
+      emit(events, events_max, now, 'visibility_expired', received[5 * i - 4], received[5 * i - 2])
+    end
+    for i = 1, #handed_groups do
+      fifo_release(k, handed_groups[i], now, delay_ms)
+    end
+  end
   local received_ids = {}
   for i = 1, received_n do
     received_ids[i] = received[5 * i - 4]

@@ -62,7 +62,7 @@ for i = 1, count do
   end
 end
 local settings = redis.call('HMGET', meta, 'delay_ms', 'max_size', 'events_max', 'fifo',
-  'content_dedup', 'dedup_scope')
+  'content_dedup', 'dedup_scope', 'dedup_by')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
@@ -73,7 +73,8 @@ local delay_ms = tonumber(settings[1])
 local max_size = tonumber(settings[2])
 local events_max = tonumber(settings[3]) or 0
 local content_dedup = settings[5] == '1'
-local per_group = settings[6] == 'messageGroup'
+-- The scope the queue was created with (dedup_by, kept when DeduplicationScope changed).
+local per_group = (settings[7] or settings[6]) == 'messageGroup'
 if not content_dedup then
   -- As SQS: a message without a deduplication id fails the whole request.
   for i = 1, count do
@@ -102,9 +103,9 @@ for i = 1, count do
   end
   local first = false
   if key ~= '' then
-    -- After a scope switch, ids seen under the other scope keep deduplicating
-    -- until their window lapses (queue -> messageGroup as on SQS; the other
-    -- way alike): look under both forms, store under the current one.
+    -- Ids stored under the other form (by earlier clients, which applied a scope
+    -- switch) keep deduplicating until their window lapses: look under both forms,
+    -- store under the queue's own.
     local grouped = group .. ' ' .. key
     first = redis.call('HGET', dedup, key) or redis.call('HGET', dedup, grouped)
     if per_group then

@@ -6,6 +6,9 @@
 -- ARGV[2..] field, value pairs (at most 32 pairs): settings to change; an
 --           empty value of a stored SQS attribute (field 'x:<name>') removes it
 --
+-- A change of 'dedup_scope' is reported from then on, while deduplication keeps
+-- the scope the queue was created with (kept in 'dedup_by' at the first change).
+--
 -- Returns {OK} or {E_QUEUE_MISSING, ''}.
 local meta = KEYS[1]
 local now = clock(ARGV[1])
@@ -18,6 +21,11 @@ if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
 for i = 2, #ARGV, 2 do
+  if ARGV[i] == 'dedup_scope' and redis.call('HEXISTS', meta, 'dedup_by') == 0 then
+    -- As on SQS, a FIFO queue deduplicates by the scope it was created with: a later
+    -- DeduplicationScope is reported, not applied. The first change keeps the original.
+    redis.call('HSET', meta, 'dedup_by', redis.call('HGET', meta, 'dedup_scope') or 'queue')
+  end
   if ARGV[i + 1] == '' and string.sub(ARGV[i], 1, 2) == 'x:' then
     redis.call('HDEL', meta, ARGV[i])
   else

@@ -217,7 +217,9 @@ class QueueConfig:
         content_based_deduplication: FIFO: a send without a deduplication id
             uses the SHA-256 of its body.
         deduplication_scope: FIFO: ``"queue"`` or ``"messageGroup"`` (ids
-            deduplicate within their group only).
+            deduplicate within their group only). Deduplication keeps the
+            scope the queue was created with: a later change is reported,
+            not applied, as on SQS.
         fifo_throughput_limit: FIFO: ``"perQueue"`` or ``"perMessageGroupId"``;
             stored and returned. smq imposes no per-queue rate quota, so it
             does not throttle anything.

@@ -506,14 +506,47 @@ def test_peek_shows_a_fifo_queue_group_by_group_without_the_messages_in_flight(c
     assert queue.attributes().counters["received"] == 1  # peeking changed nothing
 
 
-def test_ids_seen_under_either_scope_keep_deduplicating_after_a_switch(client: smq.Client) -> None:
-    queue = client.create_queue("jobs.fifo", deduplication_scope="messageGroup")
-    assert not queue.send("a", message_group_id="g1", deduplication_id="same").duplicate
-    queue.set_attributes(deduplication_scope="queue")
-    # Seen in g1 under the per-group scope: still a duplicate there, within the window.
-    assert queue.send("b", message_group_id="g1", deduplication_id="same").duplicate
-    queue.set_attributes(deduplication_scope="messageGroup")
-    assert not queue.send("c", message_group_id="g2", deduplication_id="other").duplicate
-    queue.set_attributes(deduplication_scope="queue")
-    assert queue.send("d", message_group_id="g2", deduplication_id="other").duplicate
-    assert queue.attributes().visible == 2
+@pytest.mark.parametrize("created", ["queue", "messageGroup"])
+def test_deduplication_keeps_the_scope_the_queue_was_created_with(client: smq.Client, created: str) -> None:
+    queue = client.create_queue("jobs.fifo", deduplication_scope=created)
+    other = "messageGroup" if created == "queue" else "queue"
+    assert not queue.send("a", message_group_id="g1", deduplication_id="seen").duplicate
+    queue.set_attributes(deduplication_scope=other)
+    assert queue.attributes().config.deduplication_scope == other  # reported as set
+    queue.set_attributes(deduplication_scope=created)
+    queue.set_attributes(deduplication_scope=other)  # the first change kept the original
+    across = created == "queue"
+    # Ids seen before the switch, and ids first sent after it, deduplicate as at creation.
+    assert queue.send("b", message_group_id="g2", deduplication_id="seen").duplicate is across
+    assert not queue.send("c", message_group_id="g4", deduplication_id="new").duplicate
+    assert queue.send("d", message_group_id="g5", deduplication_id="new").duplicate is across
+    assert queue.send("e", message_group_id="g4", deduplication_id="new").duplicate
+    assert queue.attributes().visible == (2 if across else 4)
+
+
+def test_a_receive_with_timeout_0_puts_its_groups_behind_the_others_in_the_order_received(
+    client: smq.Client,
+) -> None:
+    queue = _fifo(client)
+    for body, group in (("g1-m1", "g1"), ("g2-m1", "g2"), ("g2-m2", "g2"), ("g3-m1", "g3"), ("g1-m2", "g1")):
+        queue.send(body, message_group_id=group, deduplication_id=body)
+    for _ in range(5):  # the same every time, whatever the message ids are
+        assert _bodies(queue.receive(3, visibility_timeout=0)) == ["g1-m1", "g1-m2", "g2-m1"]
+        taken = queue.receive(10, visibility_timeout=0)
+        assert _bodies(taken) == ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+        # Back in the order just received: g3 first again.
+        assert _bodies(queue.receive(1, visibility_timeout=0)) == ["g3-m1"]
+        assert _bodies(queue.receive(3, visibility_timeout=0)) == ["g1-m1", "g1-m2", "g2-m1"]
+        assert _bodies(queue.receive(10, visibility_timeout=0))[:2] == ["g3-m1", "g1-m1"]
+        for message in queue.receive(10):
+            queue.delete(message)
+        for body, group in (
+            ("g1-m1", "g1"),
+            ("g2-m1", "g2"),
+            ("g2-m2", "g2"),
+            ("g3-m1", "g3"),
+            ("g1-m2", "g1"),
+        ):
+            queue.send(body, message_group_id=group, deduplication_id=f"{body}-{_}")
+    stats = queue.attributes()
+    assert stats.in_flight == 0 and stats.counters["visibility_expired"] > 0

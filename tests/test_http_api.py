@@ -753,7 +753,8 @@ def test_message_attribute_names_select_all_by_prefix_or_exactly_with_the_digest
     cases = {
         ("All",): set(attributes),
         (".*",): set(attributes),
-        ("color.*",): {"color.shade"},
+        ("color.*",): {"color", "color.shade"},  # the prefix is the text before ".*"
+        ("color.s.*",): {"color.shade"},
         ("size",): {"size"},
         ("size", "sig"): {"size", "sig"},
         ("siz",): set(),

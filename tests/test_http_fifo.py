@@ -122,7 +122,7 @@ def test_fifo_sends_need_a_group_and_take_no_delay(api: Any, fifo_url: str) -> N
                 {"Id": "ok", "MessageBody": "y", "MessageGroupId": "g"},
             ],
         )
-    assert _failure(caught) == ("MissingParameter", 400)
+    assert _failure(caught) == ("InvalidParameterValue", 400)
     assert "Messages" not in api.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10)
     url = api.create_queue(QueueName="plain")["QueueUrl"]
     with pytest.raises(ClientError) as caught:

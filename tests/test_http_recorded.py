@@ -340,15 +340,38 @@ def test_purge_clears_the_deduplication_window(api: Any, fifo: str) -> None:
     assert bodies(received(api, fifo)) == ["b"]
 
 
-def test_ids_seen_before_a_switch_to_per_group_scope_keep_deduplicating_across_groups(
+def test_a_switch_of_deduplication_scope_changes_the_attributes_not_deduplication(
     api: Any, fifo: str
 ) -> None:
     send_fifo(api, fifo, "a", group="g1", dedup="same")
-    api.set_queue_attributes(QueueUrl=fifo, Attributes={"DeduplicationScope": "messageGroup"})
-    send_fifo(api, fifo, "b", group="g2", dedup="same")  # deduplicated: seen under queue scope
-    send_fifo(api, fifo, "c", group="g2", dedup="new")
-    send_fifo(api, fifo, "d", group="g3", dedup="new")  # per group now: stored
-    assert sorted(bodies(received(api, fifo, MaxNumberOfMessages=10))) == ["a", "c", "d"]
+    switch = {"DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"}
+    api.set_queue_attributes(QueueUrl=fifo, Attributes=switch)
+    reported = api.get_queue_attributes(QueueUrl=fifo, AttributeNames=["All"])["Attributes"]
+    assert {name: reported[name] for name in switch} == switch
+    send_fifo(api, fifo, "b", group="g2", dedup="same")  # seen before the switch: dropped
+    send_fifo(api, fifo, "c", group="g4", dedup="d2")
+    messages = received(api, fifo, MaxNumberOfMessages=10)
+    assert bodies(messages) == ["a", "c"]
+    for message in messages:
+        api.delete_message(QueueUrl=fifo, ReceiptHandle=message["ReceiptHandle"])
+    send_fifo(api, fifo, "d", group="g5", dedup="d2")  # first sent after the switch: dropped too
+    assert received(api, fifo, MaxNumberOfMessages=10) == []
+
+
+def test_groups_released_together_go_behind_the_never_received_in_the_order_received(
+    api: Any, fifo: str
+) -> None:
+    for body, group in (("g1-m1", "g1"), ("g2-m1", "g2"), ("g2-m2", "g2"), ("g3-m1", "g3"), ("g1-m2", "g1")):
+        send_fifo(api, fifo, body, group=group)
+    first = received(api, fifo, MaxNumberOfMessages=3, VisibilityTimeout=0)
+    assert bodies(first) == ["g1-m1", "g1-m2", "g2-m1"]
+    assert bodies(received(api, fifo, MaxNumberOfMessages=10)) == [
+        "g3-m1",
+        "g1-m1",
+        "g1-m2",
+        "g2-m1",
+        "g2-m2",
+    ]
 
 
 def test_a_per_message_delay_of_0_is_accepted_on_a_fifo_queue(api: Any, fifo: str) -> None:
@@ -360,14 +383,26 @@ def test_a_per_message_delay_of_0_is_accepted_on_a_fifo_queue(api: Any, fifo: st
 
 def test_a_fifo_batch_with_an_entry_missing_its_ids_fails_as_a_whole(api: Any, fifo: str) -> None:
     good = {"Id": "good", "MessageBody": "a", "MessageGroupId": "g", "MessageDeduplicationId": "a"}
-    for bad, code in (
-        ({"Id": "bad", "MessageBody": "b", "MessageDeduplicationId": "b"}, "MissingParameter"),
-        ({"Id": "bad", "MessageBody": "b", "MessageGroupId": "g"}, "InvalidParameterValue"),
+    for bad, message in (
+        (
+            {"Id": "bad", "MessageBody": "b", "MessageDeduplicationId": "b"},
+            "The request must contain the parameter MessageGroupId.",
+        ),
+        (
+            {"Id": "bad", "MessageBody": "b", "MessageGroupId": "g"},
+            "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId "
+            "provided explicitly",
+        ),
     ):
-        code_seen, status, _ = refused(
-            lambda bad=bad: api.send_message_batch(QueueUrl=fifo, Entries=[good, bad])
+        assert refused(lambda bad=bad: api.send_message_batch(QueueUrl=fifo, Entries=[good, bad])) == (
+            "InvalidParameterValue",
+            400,
+            message,
         )
-        assert (code_seen, status) == (code, 400)
+    if is_json(api):  # __type is InvalidParameterValue's shape, not MissingParameter's
+        with pytest.raises(ClientError) as caught:
+            api.send_message_batch(QueueUrl=fifo, Entries=[{"Id": "x", "MessageBody": "b"}])
+        assert caught.value.response["Error"]["QueryErrorCode"] == "InvalidParameterValueException"
     assert received(api, fifo) == []
 
 

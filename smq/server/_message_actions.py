@@ -39,6 +39,7 @@ _SYSTEM_ATTRIBUTES = (
     "ApproximateFirstReceiveTimestamp",
 )
 _GROUP_ATTRIBUTES = ("MessageGroupId", "MessageDeduplicationId", "SequenceNumber")
+_NO_GROUP = "The request must contain the parameter MessageGroupId."
 _OPTIONAL_ATTRIBUTES = ("AWSTraceHeader", "DeadLetterQueueSourceArn")
 _KNOWN_SYSTEM_ATTRIBUTES = {"All", *_SYSTEM_ATTRIBUTES, *_GROUP_ATTRIBUTES, *_OPTIONAL_ATTRIBUTES}
 
@@ -131,7 +132,7 @@ def _send_entry(
         )
     group = p.string(params, "MessageGroupId")
     if fifo and group is None:
-        raise SqsError("MissingParameter", "The request must contain the parameter MessageGroupId.")
+        raise SqsError("MissingParameter", _NO_GROUP)
     delay = p.integer(params, "DelaySeconds", 0, 900)
     if fifo and delay:  # 0 is accepted: the queue's delay applies
         raise SqsError(
@@ -218,8 +219,10 @@ async def send_message_batch(ctx: Context, params: Result) -> Result:
         try:
             entries.append(_send_entry(entry_id, entry, queue.fifo, ctx.trace_header, ctx.sender))
         except SqsError as error:
-            if queue.fifo and error.code == "MissingParameter":
-                raise  # as SQS: a FIFO entry without its group fails the whole request
+            if queue.fifo and error.message == _NO_GROUP:
+                # As SQS: a FIFO entry without its group fails the whole request, and
+                # as InvalidParameterValue (a single send's is MissingParameter).
+                raise SqsError("InvalidParameterValue", _NO_GROUP) from None
             failed.append(_entry_failure(entry_id, error))
     successful: list[Result] = []
     if entries:
