@@ -24,7 +24,7 @@ local tries = {
   {'ZADD', z, 1, 'x'}, {'ZSCORE', z, 'x'}, {'ZMSCORE', z, 'x'}, {'ZCARD', z}, {'ZCOUNT', z, '-inf', '+inf'},
   {'ZRANGE', z, 0, 0}, {'ZRANGEBYSCORE', z, '-inf', '+inf'}, {'ZRANGEBYLEX', z, '-', '+'}, {'ZREM', z, 'x'},
   {'XADD', s, 'MAXLEN', 1, '*', 'k', 'v'}, {'EXISTS', s}, {'TIME'}, {'PUBLISH', ARGV[2], '0'},
-  {'DEL', s}, {'UNLINK', h, l, z},
+  {'DEL', s}, {'SET', s, '1', 'PX', 1000}, {'GET', s}, {'UNLINK', h, l, z, s},
 }
 for i = 1, #tries do
   local reply = redis.pcall(unpack(tries[i]))

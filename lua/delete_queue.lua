@@ -24,8 +24,9 @@
 -- KEYS[22] dedup_at (zset): FIFO queues: deduplication keys by when they lapse
 -- KEYS[23] attempts (hash): FIFO queues: receive request attempt id -> messages
 -- KEYS[24] attempts_at (zset): FIFO queues: attempt ids by when they lapse
+-- KEYS[25] deleted (string): when the queue was deleted (ms), for 60 s
 --
--- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): unused, kept for uniformity
+-- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 --
 -- Returns {OK, existed (0|1)}. UNLINK frees big collections off the main thread.
 local meta = KEYS[1]
@@ -53,8 +54,14 @@ local dedup = KEYS[21]
 local dedup_at = KEYS[22]
 local attempts = KEYS[23]
 local attempts_at = KEYS[24]
+local deleted = KEYS[25]
+local now = clock(ARGV[1])
 local existed = redis.call('EXISTS', meta)
 redis.call('UNLINK', meta, visible, inflight, delayed, messages, state, stats,
   events, outbox, outbox_at, arrivals, origins, tags, sources, tasks, fifo, ordered, groups, ready, waiting,
   dedup, dedup_at, attempts, attempts_at)
+if existed == 1 then
+  -- For SQS's rule: no queue of this name for 60 s (create_queue enforces it on request).
+  redis.call('SET', deleted, now, 'PX', DELETED_MS)
+end
 return {OK, existed}

@@ -67,6 +67,9 @@ if visibility_ms < 0 then
 end
 local retention_ms = tonumber(settings[2])
 local dlq = settings[3] or ''
+if dlq == queue_name then
+  dlq = ''  -- its own dead-letter queue (SQS accepts that): nowhere else to go, so it stays
+end
 local max_receives = tonumber(settings[4]) or 0
 local inflight_limit = tonumber(settings[5]) or 120000
 local events_max = tonumber(settings[6]) or 0

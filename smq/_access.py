@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from ._client import Client
 
 SCRIPT_COMMANDS = (
-    "del", "exists", "hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hset",
-    "llen", "lpop", "lpush", "lrange", "publish", "rpush", "time", "unlink", "xadd", "zadd", "zcard",
+    "del", "exists", "get", "hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hset",
+    "set", "llen", "lpop", "lpush", "lrange", "publish", "rpush", "time", "unlink", "xadd", "zadd", "zcard",
     "zcount", "zmscore", "zrange", "zrangebylex", "zrangebyscore", "zrem", "zscore",
 )  # fmt: skip
 """The commands the Lua scripts call (a test checks this against lua/)."""

@@ -44,8 +44,11 @@ def check_batch(ids: Sequence[str]) -> None:
                 "A batch entry id can only contain alphanumeric characters, hyphens and underscores. "
                 "It can be at most 80 letters long."
             )
-    if len(set(ids)) != len(ids):
-        raise BatchEntryIdsNotDistinct("two batch entries share an id")
+    seen: set[str] = set()
+    for entry_id in ids:
+        if entry_id in seen:
+            raise BatchEntryIdsNotDistinct(f"Id {entry_id} repeated.")  # SQS's words
+        seen.add(entry_id)
 
 
 def failure(entry_id: str, error: SmqError) -> BatchFailure:

@@ -173,7 +173,14 @@ class Client:
 
     # -- queues ---------------------------------------------------------------
 
-    def create_queue(self, name: str, *, tags: Mapping[str, str] | None = None, **settings: Any) -> Queue:
+    def create_queue(
+        self,
+        name: str,
+        *,
+        tags: Mapping[str, str] | None = None,
+        refuse_recently_deleted: bool = False,
+        **settings: Any,
+    ) -> Queue:
         """Create a queue, or return the existing one if its settings match.
 
         Settings are ``QueueConfig`` fields (``visibility_timeout=60``...).
@@ -187,6 +194,11 @@ class Client:
         slots, placed on different primaries of a Redis Cluster (see
         ``smq._shards``); a sharded FIFO queue's deduplication_scope is
         ``"messageGroup"``.
+
+        ``refuse_recently_deleted=True`` applies SQS's rule: a new queue of a
+        name whose queue was deleted less than 60 seconds ago raises
+        QueueDeletedRecently (``smq serve`` asks for it; by default a name is
+        free again at once).
         """
         check_queue_name(name)
         check_setting_names(settings)
@@ -220,10 +232,10 @@ class Client:
             for shard in names[1:]:
                 # Each shard a full queue, unlisted, before the main queue names them.
                 shard_pairs = [*pairs, SHARD_OF, name]
-                shard_args = [self._now_arg(), len(shard_pairs) // 2, *shard_pairs]
+                shard_args = [self._now_arg(), "", len(shard_pairs) // 2, *shard_pairs]
                 self.run("create_queue", QueueKeys.of(shard), shard_args, queue=name)
             pairs += [SHARD_NAMES, " ".join(names[1:])]
-        args: list[Any] = [self._now_arg(), len(pairs) // 2, *pairs]
+        args: list[Any] = [self._now_arg(), "1" if refuse_recently_deleted else "", len(pairs) // 2, *pairs]
         for key, value in checked_tags.items():
             args += [key, value]
         reply = self.run("create_queue", keys, args, queue=name)
@@ -599,12 +611,15 @@ class Client:
                     "Set it to 'noeviction', or pass Settings(allow_eviction=True) to accept the risk"
                 )
 
-    def _check_dead_letter_target(self, name: str, config: QueueConfig) -> None:
+    def _check_dead_letter_target(self, name: str, config: QueueConfig, *, sharded: bool = False) -> None:
         policy = config.redrive_policy
         if policy is None:
             return
         if policy.dead_letter_queue == name:
-            raise InvalidAttributeValue(f"queue {name!r} cannot be its own dead-letter queue")
+            # Accepted, as SQS does: no message ever leaves for it (receive counts just grow).
+            if sharded or config.shards > 1:
+                raise InvalidAttributeValue(f"sharded queue {name!r} cannot be its own dead-letter queue")
+            return
         if split_name(policy.dead_letter_queue)[:2] != split_name(name)[:2]:
             raise InvalidAttributeValue(
                 f"the dead-letter queue of {name!r} must be in its region and account, "

@@ -56,6 +56,14 @@ _INT_SETTINGS: dict[str, tuple[str, int, int, int, int]] = {
     "shards": ("shards", 1, 32, 1, 1),  # at most MAX_SHARDS
 }
 MAX_SHARDS = _INT_SETTINGS["shards"][2]
+
+
+def setting_range(name: str) -> tuple[int, int]:
+    """The (lowest, highest) value of integer setting ``name`` of QueueConfig."""
+    _, low, high, _, _ = _INT_SETTINGS[name]
+    return low, high
+
+
 """Most shards a queue may have (see ``smq._shards``)."""
 
 

@@ -19,6 +19,7 @@
     │       └── BatchRequestTooLong
     ├── QueueDoesNotExist
     ├── QueueNameExists                  same name, other attributes
+    ├── QueueDeletedRecently             SQS's 60 s after a delete (opt-in)
     ├── ReceiptError
     │   ├── ReceiptHandleIsInvalid       malformed, or not of this queue
     │   ├── MessageNotInflight           deleted, or never received
@@ -106,6 +107,11 @@ class BatchRequestTooLong(BatchError):
 
 class QueueDoesNotExist(SmqError):
     """The queue named does not exist."""
+
+
+class QueueDeletedRecently(SmqError):
+    """A queue of that name was deleted less than 60 seconds ago (only where the
+    caller asked for SQS's rule: ``create_queue(..., refuse_recently_deleted=True)``)."""
 
 
 class QueueNameExists(SmqError):
@@ -219,6 +225,7 @@ class Status(enum.IntEnum):
     E_NO_DEDUPLICATION_ID = -11
     E_PURGE_IN_PROGRESS = -12
     E_RECEIPT_EXPIRED = -13
+    E_DELETED_RECENTLY = -14
     DELETED = 1
     ALREADY_GONE = 2
     STALE_IGNORED = 3
@@ -233,6 +240,10 @@ _ERRORS: dict[int, tuple[type[SmqError], str]] = {
     ),
     Status.E_NOT_INFLIGHT: (MessageNotInflight, "message is not in flight"),
     Status.E_RECEIPT_EXPIRED: (ReceiptExpired, "The receipt handle has expired."),
+    Status.E_DELETED_RECENTLY: (
+        QueueDeletedRecently,
+        "You must wait 60 seconds after deleting a queue before you can create another with the same name.",
+    ),
     Status.E_PURGE_IN_PROGRESS: (
         PurgeQueueInProgress,
         "Only one PurgeQueue operation on {queue} is allowed every 60 seconds.",

@@ -47,6 +47,7 @@ KINDS = (
     "dedup_at",  # zset: deduplication keys by when they lapse (ms)
     "attempts",  # hash: receive request attempt id -> "<token> <id> ..."
     "attempts_at",  # zset: attempt ids by when they lapse (ms)
+    "deleted",  # string: when a queue of this name was deleted (ms); lapses after 60 s
 )
 
 
@@ -84,6 +85,7 @@ class QueueKeys:
     dedup_at: str
     attempts: str
     attempts_at: str
+    deleted: str
     wake_channel: str
 
     @classmethod

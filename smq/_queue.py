@@ -704,7 +704,7 @@ class Queue:
                 f"queue {self.name!r} is sharded: its deduplication_scope is messageGroup, never queue"
             )
         config = QueueConfig(**settings, fifo_queue=self.fifo)
-        self._client._check_dead_letter_target(self.name, config)
+        self._client._check_dead_letter_target(self.name, config, sharded=bool(shards))
         meta = config.to_meta(set(settings) - {"extra_attributes"})
         if "extra_attributes" in settings:
             for name, value in check_extra_attributes(settings["extra_attributes"]).items():

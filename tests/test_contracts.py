@@ -89,7 +89,8 @@ def test_counters_kept_by_scripts_are_the_documented_ones() -> None:
 
 def test_meta_fields_read_by_scripts_are_written_by_the_config() -> None:
     written = set(smq.QueueConfig().to_meta()) | set(smq.QueueConfig(fifo_queue=True).to_meta())
-    written |= {"created_ms", "modified_ms", "ghosts", "fifo_seq", "purged_ms"}
+    # Written by the scripts themselves (dedup_by: set_attributes, at a scope switch).
+    written |= {"created_ms", "modified_ms", "ghosts", "fifo_seq", "purged_ms", "dedup_by"}
     read = set()
     for name in SCRIPTS:
         for call in re.findall(r"H(?:M?GET)', meta, ([^)]*)\)", _body(name)):
@@ -109,7 +110,8 @@ def test_public_surface_is_pinned() -> None:
             "MessageNotInflight", "MessageTooLong", "MissingParameter", "MoveTask", "MoveTaskActive",
             "MoveTaskNotFound",
             "OutcomeUnknown", "OverLimit", "PeekedMessage", "PurgeQueueInProgress", "Queue", "QueueConfig",
-            "QueueDoesNotExist", "QueueInfo", "QueueNameExists", "ReceiptError", "ReceiptExpired",
+            "QueueDeletedRecently", "QueueDoesNotExist", "QueueInfo", "QueueNameExists", "ReceiptError",
+            "ReceiptExpired",
             "ReceiptHandleIsInvalid",
             "RedisHealth", "RedrivePolicy", "SendEntry", "SendResult", "Settings", "SmqError", "StaleReceipt",
             "TooManyEntriesInBatchRequest", "Unavailable", "UnsafeRedisConfig", "VisibilityCeilingExceeded",

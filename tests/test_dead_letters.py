@@ -99,14 +99,30 @@ def test_crash_after_second_step_does_not_double(
     assert dlq.receive(10) == []
 
 
-def test_dead_letter_queue_must_exist_and_not_be_itself(client: smq.Client) -> None:
+def test_dead_letter_queue_must_exist(client: smq.Client) -> None:
     with pytest.raises(smq.QueueDoesNotExist, match="create it first"):
         client.create_queue("jobs", redrive_policy=smq.RedrivePolicy("missing", 3))
-    with pytest.raises(smq.InvalidAttributeValue):
-        client.create_queue("jobs", redrive_policy=smq.RedrivePolicy("jobs", 3))
     queue = client.create_queue("jobs")
     with pytest.raises(smq.QueueDoesNotExist):
         queue.set_attributes(redrive_policy=smq.RedrivePolicy("missing", 3))
+
+
+@pytest.mark.parametrize("name", ["jobs", "jobs.fifo"])
+def test_a_queue_may_be_its_own_dead_letter_queue_and_keeps_its_messages(
+    client: smq.Client, clock: Clock, name: str
+) -> None:
+    # Accepted, as SQS accepts it; a message that runs out of receives has nowhere else to go.
+    queue = client.create_queue(name, redrive_policy=smq.RedrivePolicy(name, 1))
+    assert queue.attributes().config.redrive_policy == smq.RedrivePolicy(name, 1)
+    assert client.dead_letter_sources(name) == [name]
+    queue.send("x", message_group_id="g", deduplication_id="x") if queue.fifo else queue.send("x")
+    for count in (1, 2, 3):
+        (message,) = queue.receive(1, visibility_timeout=5)
+        assert (message.body, message.receive_count) == ("x", count)
+        clock.advance(6)
+    assert queue.attributes().moving == 0 and queue.attributes().counters.get("dead_lettered", 0) == 0
+    with pytest.raises(smq.InvalidAttributeValue, match="sharded"):
+        client.create_queue("wide", shards=2, redrive_policy=smq.RedrivePolicy("wide", 1))
 
 
 def test_redrive_policy_can_be_set_and_removed(client: smq.Client) -> None:

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from test_http_api import failure, md5_of_attributes, raw_json, received
+from test_http_api import failure, md5_of_attributes, raw_json, raw_query, received
+
+from http_support import ACCOUNT
 
 TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
@@ -563,3 +565,78 @@ def test_a_dead_letter_keeps_its_trace_header_and_names_its_source(api: Any, url
     messages = received(api, dead, AttributeNames=["All"], MaxNumberOfMessages=10, VisibilityTimeout=0)
     by_body = {m["Body"]: m["Attributes"] for m in messages}
     assert "DeadLetterQueueSourceArn" not in by_body["sent here"]
+
+
+# -- smaller ones -------------------------------------------------------------------------------
+
+
+def test_a_queue_may_be_its_own_dead_letter_target(api: Any, url: str) -> None:
+    arn = api.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    api.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": policy})
+    shown = api.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])["Attributes"]
+    assert json.loads(shown["RedrivePolicy"])["deadLetterTargetArn"] == arn
+    api.send_message(QueueUrl=url, MessageBody="x")
+    for count in ("1", "2"):  # nowhere else to go: it stays
+        (message,) = received(api, url, VisibilityTimeout=0, AttributeNames=["ApproximateReceiveCount"])
+        assert message["Attributes"]["ApproximateReceiveCount"] == count
+    # At creation too, naming the queue about to be made.
+    own = arn.rsplit(":", 1)[0] + ":self"
+    policy = json.dumps({"deadLetterTargetArn": own, "maxReceiveCount": 3})
+    api.create_queue(QueueName="self", Attributes={"RedrivePolicy": policy})
+
+
+def test_delete_message_checks_the_queue_before_the_receipt(api: Any, url: str) -> None:
+    code, status, _ = refused(lambda: api.delete_message(QueueUrl=url + "-missing", ReceiptHandle="garbage"))
+    assert (code, status) == ("AWS.SimpleQueueService.NonExistentQueue", 400)
+
+
+def test_distinct_batch_ids_are_named_when_repeated(api: Any, url: str) -> None:
+    entries = [{"Id": "id_1", "MessageBody": "a"}, {"Id": "id_2", "MessageBody": "b"}]
+    entries.append({"Id": "id_2", "MessageBody": "c"})
+    assert refused(lambda: api.send_message_batch(QueueUrl=url, Entries=entries)) == (
+        "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+        400,
+        "Id id_2 repeated.",
+    )
+
+
+def test_an_empty_query_receive_is_an_empty_result_element(sqs_server: Any, core: Any) -> None:
+    core.create_queue("jobs")
+    status, text = raw_query(
+        sqs_server.url, {"Action": "ReceiveMessage", "Version": "2012-11-05"}, path=f"/{ACCOUNT}/jobs"
+    )
+    assert status == 200
+    assert "<ReceiveMessageResult/>" in text
+
+
+def test_a_queue_name_is_refused_for_60_seconds_after_its_queue_was_deleted(api: Any, url: str) -> None:
+    api.delete_queue(QueueUrl=url)
+    assert refused(lambda: api.create_queue(QueueName="jobs")) == (
+        "AWS.SimpleQueueService.QueueDeletedRecently",
+        400,
+        "You must wait 60 seconds after deleting a queue before you can create another with the same name.",
+    )
+    api.create_queue(QueueName="other")  # other names are free
+
+
+@pytest.mark.parametrize(
+    ("attributes", "named"),
+    [
+        ({"MessageRetentionPeriod": "59"}, "MessageRetentionPeriod"),
+        ({"VisibilityTimeout": "43201"}, "VisibilityTimeout"),
+        ({"DelaySeconds": "901"}, "DelaySeconds"),
+        ({"MaximumMessageSize": "1023"}, "MaximumMessageSize"),
+        ({"ReceiveMessageWaitTimeSeconds": "21"}, "ReceiveMessageWaitTimeSeconds"),
+    ],
+)
+def test_attribute_errors_name_sqs_attributes_not_python_fields(
+    api: Any, url: str, attributes: dict[str, str], named: str
+) -> None:
+    for call in (
+        lambda: api.set_queue_attributes(QueueUrl=url, Attributes=attributes),
+        lambda: api.create_queue(QueueName="other", Attributes=attributes),
+    ):
+        code, status, message = refused(call)
+        assert (code, status) == ("InvalidAttributeValue", 400)
+        assert message == f"Invalid value for the parameter {named}.", message

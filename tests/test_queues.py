@@ -116,6 +116,28 @@ def test_delete_queue_removes_it_and_its_messages(client: smq.Client) -> None:
     assert client.create_queue("jobs").attributes().visible == 0
 
 
+def test_sqss_rule_refuses_a_name_for_60_seconds_after_its_queue_was_deleted(
+    client: smq.Client, clock: Clock
+) -> None:
+    client.create_queue("jobs")
+    client.create_queue("other")
+    client.delete_queue("jobs")
+    with pytest.raises(smq.QueueDeletedRecently, match="You must wait 60 seconds"):
+        client.create_queue("jobs", refuse_recently_deleted=True)
+    assert not client.queue_exists("jobs")
+    # An existing queue is returned as ever; other names are free.
+    assert client.create_queue("other", refuse_recently_deleted=True).name == "other"
+    assert client.create_queue("new", refuse_recently_deleted=True).name == "new"
+    clock.advance(59)
+    with pytest.raises(smq.QueueDeletedRecently):
+        client.create_queue("jobs", refuse_recently_deleted=True)
+    clock.advance(1)
+    client.create_queue("jobs", refuse_recently_deleted=True)
+    # Without the rule (the default), a name is free again at once.
+    client.delete_queue("jobs")
+    client.create_queue("jobs")
+
+
 def test_purge_deletes_all_messages_and_keeps_settings(client: smq.Client) -> None:
     queue = client.create_queue("jobs", visibility_timeout=99, delay_seconds=0)
     for n in range(5):

@@ -18,6 +18,10 @@ local E_TASK_MISSING = -10
 local E_NO_DEDUPLICATION_ID = -11
 local E_PURGE_IN_PROGRESS = -12
 local E_RECEIPT_EXPIRED = -13
+local E_DELETED_RECENTLY = -14
+
+-- How long after a queue's deletion SQS refuses to create one of its name (ms).
+local DELETED_MS = 60000
 -- Positive per-entry outcomes of delete.
 local DELETED = 1
 local ALREADY_GONE = 2

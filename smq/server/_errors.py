@@ -126,6 +126,7 @@ _FROM_CORE: dict[type[core.SmqError], str] = {
     core.InvalidParameter: "InvalidParameterValue",
     core.QueueDoesNotExist: "QueueDoesNotExist",
     core.QueueNameExists: "QueueNameExists",
+    core.QueueDeletedRecently: "QueueDeletedRecently",
     core.ReceiptHandleIsInvalid: "ReceiptHandleIsInvalid",
     # A change on a deleted message: the live service answers InvalidParameterValue.
     core.MessageNotInflight: "InvalidParameterValue",

@@ -11,7 +11,7 @@ from typing import Any
 from .._batch import MAX_BATCH, check_batch
 from .._config import MAX_VISIBILITY_TIMEOUT
 from .._digest import md5_of_attributes
-from .._errors import SmqError
+from .._errors import ReceiptHandleIsInvalid, SmqError
 from .._message import (
     BatchFailure,
     BatchResult,
@@ -23,12 +23,12 @@ from .._message import (
     SendResult,
     check_fifo_id,
 )
-from .._queue import MAX_WAIT_SECONDS
+from .._queue import MAX_WAIT_SECONDS, Queue
 from .._sources import dead_letter_origins
 from .._steps import Steps
 from . import _params as p
 from ._context import Context
-from ._errors import SqsError, code_for, from_core, public_text
+from ._errors import NO_QUEUE, SqsError, code_for, from_core, public_text
 
 Result = dict[str, Any]
 
@@ -361,17 +361,22 @@ def _receipt_error(kind: str, receipt: str) -> SqsError | None:
     )
 
 
-async def _by_receipt(ctx: Context, receipt: str, steps: Steps[Any]) -> None:
+async def _by_receipt(ctx: Context, queue: Queue, receipt: str, steps: Steps[Any]) -> None:
     try:
         await ctx.drive(steps)
     except SmqError as error:
+        if isinstance(error, ReceiptHandleIsInvalid) and not await ctx.call(
+            ctx.client.queue_exists, queue.name
+        ):
+            # As SQS: the queue is checked before the receipt (the malformed one never reached it).
+            raise SqsError("QueueDoesNotExist", NO_QUEUE) from None
         raise (_receipt_error(type(error).__name__, receipt) or from_core(error)) from None
 
 
 async def delete_message(ctx: Context, params: Result) -> Result:
     queue = ctx.queue(params)
     receipt = p.required_string(params, "ReceiptHandle")
-    await _by_receipt(ctx, receipt, queue._delete_steps([DeleteEntry("single", receipt)], single=True))
+    await _by_receipt(ctx, queue, receipt, queue._delete_steps([DeleteEntry("single", receipt)], single=True))
     return {}
 
 
@@ -381,7 +386,7 @@ async def change_message_visibility(ctx: Context, params: Result) -> Result:
     timeout = p.integer(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT, required=True)
     assert timeout is not None
     change = ChangeEntry("single", receipt, timeout)
-    await _by_receipt(ctx, receipt, queue._change_steps([change], single=True))
+    await _by_receipt(ctx, queue, receipt, queue._change_steps([change], single=True))
     return {}
 
 

@@ -9,8 +9,16 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._config import MAX_SHARDS, QueueInfo, RedrivePolicy, check_queue_name, is_fifo_name
-from .._errors import InvalidQueueName, PurgeQueueInProgress, QueueNameExists, SmqError
+from .._config import (
+    MAX_SHARDS,
+    QueueInfo,
+    RedrivePolicy,
+    check_extra_attributes,
+    check_queue_name,
+    is_fifo_name,
+    setting_range,
+)
+from .._errors import InvalidAttributeValue, InvalidQueueName, PurgeQueueInProgress, QueueNameExists, SmqError
 from .._names import check_sqs_name, split_name
 from . import _params as p
 from ._context import Context
@@ -150,13 +158,18 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
     for name, value in attributes.items():
         if name in SETTINGS:
             number = p.integer_text(value)
-            if number is None:
+            low, high = setting_range(SETTINGS[name])
+            if number is None or not low <= number <= high:
                 raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}.")
             settings[SETTINGS[name]] = number
         elif name == "RedrivePolicy":
             settings["redrive_policy"] = _redrive_policy(ctx, value)
         elif name in STORED:
-            stored[name] = value
+            try:
+                stored.update(check_extra_attributes({name: value}))
+            except InvalidAttributeValue:
+                # SQS's words, which name the attribute and not the check that refused it.
+                raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}.") from None
         elif name == "FifoQueue":
             _fifo_queue(value, fifo=fifo)
         elif name == SHARDS:
@@ -185,7 +198,11 @@ async def _check_dead_letter_queue(ctx: Context, settings: Mapping[str, Any], so
             "Value for parameter RedrivePolicy is invalid. Reason: "
             "The dead-letter queue must be in the same account and region as the source queue.",
         )
-    if policy is not None and not await ctx.call(ctx.client.queue_exists, policy.dead_letter_queue):
+    if (
+        policy is not None
+        and policy.dead_letter_queue != source  # its own: SQS accepts that, even at creation
+        and not await ctx.call(ctx.client.queue_exists, policy.dead_letter_queue)
+    ):
         raise SqsError(
             "InvalidParameterValue",
             "Value for parameter RedrivePolicy is invalid. Reason: Dead letter target does not exist.",
@@ -202,7 +219,7 @@ async def create_queue(ctx: Context, params: Result) -> Result:
     if tags:
         settings["tags"] = tags
     try:
-        await ctx.call(ctx.client.create_queue, name, **settings)
+        await ctx.call(ctx.client.create_queue, name, refuse_recently_deleted=True, **settings)
     except QueueNameExists as error:
         raise SqsError(
             "QueueNameExists",
@@ -350,9 +367,6 @@ async def set_queue_attributes(ctx: Context, params: Result) -> Result:
     settings = _settings(ctx, attributes, creating=False, fifo=queue.fifo)
     if not settings:
         return {}
-    policy = settings.get("redrive_policy")
-    if policy is not None and policy.dead_letter_queue == queue.name:
-        raise SqsError("InvalidParameterValue", "A queue cannot be its own dead-letter queue.")
     await _check_dead_letter_queue(ctx, settings, queue.name)
     await ctx.call(lambda: queue.set_attributes(**settings))
     return {}

@@ -390,9 +390,12 @@ def query_body(action: str, result: Mapping[str, Any] | None, request_id: str) -
     """The XML reply of a Query-protocol action."""
     out = [f'<?xml version="1.0"?><{action}Response xmlns="{XML_NAMESPACE}">']
     if result or action not in NO_RESULT:
-        out.append(f"<{action}Result>")
-        _members(result or {}, OUTPUTS.get(action, {}), out)
-        out.append(f"</{action}Result>")
+        members: list[str] = []
+        _members(result or {}, OUTPUTS.get(action, {}), members)
+        if members:
+            out += (f"<{action}Result>", *members, f"</{action}Result>")
+        else:
+            out.append(f"<{action}Result/>")  # as SQS writes an empty result
     out.append(f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></{action}Response>")
     return "".join(out).encode()
 
