@@ -64,6 +64,11 @@ def setting_range(name: str) -> tuple[int, int]:
     return low, high
 
 
+def setting_choices(name: str) -> tuple[object, ...]:
+    """The values FIFO setting ``name`` of QueueConfig may take."""
+    return tuple(_FIFO_SETTINGS[name][1])
+
+
 """Most shards a queue may have (see ``smq._shards``)."""
 
 

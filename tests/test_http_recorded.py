@@ -640,3 +640,16 @@ def test_attribute_errors_name_sqs_attributes_not_python_fields(
         code, status, message = refused(call)
         assert (code, status) == ("InvalidAttributeValue", 400)
         assert message == f"Invalid value for the parameter {named}.", message
+
+
+def test_fifo_attribute_errors_name_sqs_attributes_not_python_fields(api: Any, fifo: str) -> None:
+    for name in ("DeduplicationScope", "FifoThroughputLimit"):
+        assert refused(lambda name=name: api.set_queue_attributes(QueueUrl=fifo, Attributes={name: "x"})) == (
+            "InvalidAttributeValue",
+            400,
+            f"Invalid value for the parameter {name}.",
+        )
+    wide = {"FifoQueue": "true", "SmqShards": "2", "DeduplicationScope": "queue"}
+    code, _, message = refused(lambda: api.create_queue(QueueName="wide.fifo", Attributes=wide))
+    assert code == "InvalidAttributeValue" and "DeduplicationScope" in message
+    assert "deduplication_scope" not in message and "_" not in message.replace("wide.fifo", "")

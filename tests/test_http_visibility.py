@@ -148,6 +148,16 @@ def test_a_change_past_12_hours_after_the_receive_is_refused_and_never_clamped(a
     with pytest.raises(ClientError) as caught:
         change(api, url, message, 43200)
     assert failure(caught) == ("InvalidParameterValue", 400)
+    assert caught.value.response["Error"]["Message"] == (
+        "Value 43200 for parameter VisibilityTimeout is invalid. "
+        "Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+    )
+    entry = {"Id": "e", "ReceiptHandle": message["ReceiptHandle"], "VisibilityTimeout": 43200}
+    (failed,) = api.change_message_visibility_batch(QueueUrl=url, Entries=[entry])["Failed"]
+    assert (failed["Code"], failed["Message"]) == (
+        "InvalidParameterValue",
+        caught.value.response["Error"]["Message"],
+    )
     # Not clamped to what was left: the receive's own 2 s still hold and run out.
     again, _ = receive_within(api, url, 8)
     assert again["MessageId"] == message["MessageId"]

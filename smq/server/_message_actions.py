@@ -352,7 +352,13 @@ _RECEIPT_REASONS = {
 }
 
 
-def _receipt_error(kind: str, receipt: str) -> SqsError | None:
+def _receipt_error(kind: str, receipt: str, timeout: int | None = None) -> SqsError | None:
+    if kind == "VisibilityCeilingExceeded" and timeout is not None:
+        return SqsError(
+            "InvalidParameterValue",
+            f"Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout "
+            f"for the message is beyond the limit [{MAX_VISIBILITY_TIMEOUT} seconds]",
+        )
     reason = _RECEIPT_REASONS.get(kind)
     if reason is None:
         return None
@@ -361,7 +367,9 @@ def _receipt_error(kind: str, receipt: str) -> SqsError | None:
     )
 
 
-async def _by_receipt(ctx: Context, queue: Queue, receipt: str, steps: Steps[Any]) -> None:
+async def _by_receipt(
+    ctx: Context, queue: Queue, receipt: str, steps: Steps[Any], timeout: int | None = None
+) -> None:
     try:
         await ctx.drive(steps)
     except SmqError as error:
@@ -370,7 +378,7 @@ async def _by_receipt(ctx: Context, queue: Queue, receipt: str, steps: Steps[Any
         ):
             # As SQS: the queue is checked before the receipt (the malformed one never reached it).
             raise SqsError("QueueDoesNotExist", NO_QUEUE) from None
-        raise (_receipt_error(type(error).__name__, receipt) or from_core(error)) from None
+        raise (_receipt_error(type(error).__name__, receipt, timeout) or from_core(error)) from None
 
 
 async def delete_message(ctx: Context, params: Result) -> Result:
@@ -386,7 +394,7 @@ async def change_message_visibility(ctx: Context, params: Result) -> Result:
     timeout = p.integer(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT, required=True)
     assert timeout is not None
     change = ChangeEntry("single", receipt, timeout)
-    await _by_receipt(ctx, queue, receipt, queue._change_steps([change], single=True))
+    await _by_receipt(ctx, queue, receipt, queue._change_steps([change], single=True), timeout)
     return {}
 
 
@@ -431,8 +439,11 @@ async def _batch(
     if entries:
         result = await ctx.drive(steps(entries))
         successful = [{"Id": entry_id} for entry_id in result.successful]
-        receipts = {entry.id: entry.receipt_handle for entry in entries}
+        by_id = {entry.id: entry for entry in entries}
         for failure in result.failed:
-            error = _receipt_error(failure.code, receipts[failure.id])
+            entry = by_id[failure.id]
+            error = _receipt_error(
+                failure.code, entry.receipt_handle, getattr(entry, "visibility_timeout", None)
+            )
             failed.append(_entry_failure(failure.id, error) if error else _failure(failure))
     return {"Successful": successful, "Failed": failed}

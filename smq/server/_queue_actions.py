@@ -6,6 +6,7 @@ import base64
 import binascii
 import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,9 +17,17 @@ from .._config import (
     check_extra_attributes,
     check_queue_name,
     is_fifo_name,
+    setting_choices,
     setting_range,
 )
-from .._errors import InvalidAttributeValue, InvalidQueueName, PurgeQueueInProgress, QueueNameExists, SmqError
+from .._errors import (
+    InvalidAttributeName,
+    InvalidAttributeValue,
+    InvalidQueueName,
+    PurgeQueueInProgress,
+    QueueNameExists,
+    SmqError,
+)
 from .._names import check_sqs_name, split_name
 from . import _params as p
 from ._context import Context
@@ -63,6 +72,7 @@ _ATTRIBUTE_OF = {
     **{field: name for name, field in SETTINGS.items()},
     **{field: name for name, field in FIFO_ONLY.items()},
     "redrive_policy": "RedrivePolicy",
+    "fifo_queue": "FifoQueue",
     "shards": SHARDS,
 }
 ALL_NAMES = ("All", *SETTINGS, "RedrivePolicy", *STORED, *READ_ONLY, "FifoQueue", *FIFO_ONLY, SHARDS)
@@ -177,8 +187,10 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
         elif name in FIFO_ONLY and fifo:
             if name == "ContentBasedDeduplication":
                 settings[FIFO_ONLY[name]] = _boolean(name, value)
+            elif value in setting_choices(FIFO_ONLY[name]):
+                settings[FIFO_ONLY[name]] = value
             else:
-                settings[FIFO_ONLY[name]] = value  # QueueConfig names the allowed values
+                raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}.")
         elif name in FIFO_ONLY and name != "ContentBasedDeduplication":
             raise SqsError(
                 "InvalidAttributeName", f"You can specify the {name} only when FifoQueue is set to true."
@@ -188,6 +200,14 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
     if stored:
         settings["extra_attributes"] = stored
     return settings
+
+
+def _in_sqs_words(error: InvalidAttributeName | InvalidAttributeValue) -> SqsError:
+    """A queue attribute refused by the core, named as SQS names it (never by a Python field)."""
+    text = str(error)
+    for field, name in _ATTRIBUTE_OF.items():
+        text = re.sub(rf"\b{field}\b", name, text)
+    return SqsError(type(error).__name__, text)
 
 
 async def _check_dead_letter_queue(ctx: Context, settings: Mapping[str, Any], source: str) -> None:
@@ -220,6 +240,8 @@ async def create_queue(ctx: Context, params: Result) -> Result:
         settings["tags"] = tags
     try:
         await ctx.call(ctx.client.create_queue, name, refuse_recently_deleted=True, **settings)
+    except (InvalidAttributeName, InvalidAttributeValue) as error:
+        raise _in_sqs_words(error) from None
     except QueueNameExists as error:
         raise SqsError(
             "QueueNameExists",
@@ -368,7 +390,10 @@ async def set_queue_attributes(ctx: Context, params: Result) -> Result:
     if not settings:
         return {}
     await _check_dead_letter_queue(ctx, settings, queue.name)
-    await ctx.call(lambda: queue.set_attributes(**settings))
+    try:
+        await ctx.call(lambda: queue.set_attributes(**settings))
+    except (InvalidAttributeName, InvalidAttributeValue) as error:
+        raise _in_sqs_words(error) from None
     return {}
 
 
