@@ -15,7 +15,8 @@
 -- KEYS[12] groups (hash): FIFO queues: group -> 'r' | 'w' | messages in flight
 -- KEYS[13] ready (list): FIFO queues: groups whose head may be received
 -- KEYS[14] waiting (zset): FIFO queues: groups whose head is delayed
--- KEYS[15] delayed (zset): FIFO queues: ids sent while the queue had a delay
+-- KEYS[15] delayed (zset): ids of delayed messages by due time (FIFO queues: ids sent
+--          while the queue had a delay, by sent_ms)
 -- KEYS[16] inflight (zset): ids in flight (an id in the list may be, after a change of visibility)
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
@@ -24,7 +25,9 @@
 -- ARGV[4] destination (queue name, or '' for each message's origin)
 -- ARGV[5] queue_name (string): this queue, for messages with no origin
 --
--- A message with no destination (no origin and none given) stays here.
+-- Up to RECLAIM_MAX expired in-flight messages and due delayed ones are
+-- taken back first, as receive does. A message with no destination (no
+-- origin and none given) stays here.
 -- A FIFO queue gives up the messages of ready groups, each group's in
 -- order, from its head up to the first message that stays or is in flight;
 -- groups whose head is in flight or delayed keep theirs.
@@ -55,6 +58,8 @@ local token = ARGV[3]
 local destination = ARGV[4]
 local queue_name = ARGV[5]
 
+local RECLAIM_MAX = 100
+
 if max_messages == nil or token == '' then
   return fail(E_BAD_ARGUMENT, 'bad max_messages or token')
 end
@@ -63,6 +68,15 @@ if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
 local events_max = tonumber(settings[1])
+local delay_ms = tonumber(settings[4]) or 0
+
+-- First, as a receive does: timeouts that ran out and delays that fell due make
+-- their messages visible, so that a redrive moves them too.
+if settings[3] == '1' then
+  fifo_reclaim(k, state, stats, events, events_max, now, delay_ms, RECLAIM_MAX)
+else
+  reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, RECLAIM_MAX)
+end
 
 -- Into the outbox: the message leaves this queue (redriven: no receives yet).
 local function take_out(id, dest, record)
@@ -77,7 +91,6 @@ local function take_out(id, dest, record)
 end
 
 if settings[3] == '1' then
-  local delay_ms = tonumber(settings[4]) or 0
   local reply = {OK, 0, 0}
   local popped, live = 0, 0
   for round = 1, max_messages do

@@ -20,7 +20,7 @@
 -- ARGV[5] queue_name (string): recorded as the origin of dead-lettered messages
 --
 -- Before handing out, it returns up to RECLAIM_MAX expired in-flight messages
--- and up to PROMOTE_MAX due delayed messages to the visible list, and skips
+-- and up to RECLAIM_MAX due delayed messages to the visible list, and skips
 -- at most SKIP_MAX popped ids (deleted, past retention, or dead-lettered):
 -- bounded work whatever the backlog.
 --
@@ -49,8 +49,7 @@ local visibility_ms = int_arg(ARGV[3], -1, CEILING_MS)
 local token = ARGV[4]
 local queue_name = ARGV[5]
 
-local RECLAIM_MAX = 100
-local PROMOTE_MAX = 100
+local RECLAIM_MAX = 100  -- expiries, and due delays, taken back per call
 local SKIP_MAX = 100
 local STALE_MOVE_MS = 30000
 
@@ -87,27 +86,9 @@ local function next_due(include_delayed)
   return ms_until_due(inflight, now, delay_due)
 end
 
--- Visibility timeouts that ran out: back to the head of the list.
-local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, RECLAIM_MAX)
-if #expired > 0 then
-  redis.call('ZREM', inflight, unpack(expired))
-  redis.call('LPUSH', visible, unpack(expired))
-  redis.call('HINCRBY', stats, 'visibility_expired', #expired)
-  if events_max > 0 then
-    local expired_states = redis.call('HMGET', state, unpack(expired))
-    for i = 1, #expired do
-      local _, receive_count = parse_state(expired_states[i] or '|0|0|0')
-      emit(events, events_max, now, 'visibility_expired', expired[i], receive_count)
-    end
-  end
-end
-
--- Delays that fell due: visible, behind the messages already waiting.
-local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, PROMOTE_MAX)
-if #due > 0 then
-  redis.call('ZREM', delayed, unpack(due))
-  redis.call('RPUSH', visible, unpack(due))
-end
+-- Visibility timeouts that ran out: back to the head of the list; delays that
+-- fell due: visible, behind the messages already waiting.
+reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, RECLAIM_MAX)
 
 local room = inflight_limit - redis.call('ZCARD', inflight)
 if room <= 0 then

@@ -32,7 +32,7 @@
 -- groups go back to ready at once, in the order they were taken). A repeated attempt id (within 5 minutes)
 -- returns the messages of its first receive still in flight under it, with
 -- the same receipts and a new timeout, and receives nothing new. Work is
--- bounded: RECLAIM_MAX expiries, PROMOTE_MAX delayed groups, SKIP_MAX skipped
+-- bounded: RECLAIM_MAX expiries and as many delayed groups, SKIP_MAX skipped
 -- messages or empty groups per call; no loop runs over the groups.
 --
 -- Returns {OK, next_due_ms, recover, wait_ms, moved_n, token,
@@ -66,8 +66,7 @@ local token = ARGV[4]
 local queue_name = ARGV[5]
 local attempt_id = ARGV[6]
 
-local RECLAIM_MAX = 100
-local PROMOTE_MAX = 100
+local RECLAIM_MAX = 100  -- expiries, and groups whose delay ran out, taken back per call
 local SKIP_MAX = 100
 local TRIM_MAX = 100
 local STALE_MOVE_MS = 30000
@@ -171,39 +170,9 @@ if attempt_id ~= '' then
 end
 
 -- Visibility timeouts that ran out: each message is back at its place in
--- its group (it never left `ordered`), and its group unlocks with its last.
-local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, RECLAIM_MAX)
-if #expired > 0 then
-  redis.call('ZREM', inflight, unpack(expired))
-  redis.call('HINCRBY', stats, 'visibility_expired', #expired)
-  local infos = redis.call('HMGET', k.fifo, unpack(expired))
-  local expired_states = {}
-  if events_max > 0 then
-    expired_states = redis.call('HMGET', state, unpack(expired))
-  end
-  for i = 1, #expired do
-    if infos[i] then
-      local group = parse_fifo(infos[i])
-      fifo_release(k, group, now, delay_ms)
-    end
-    if events_max > 0 then
-      local _, receive_count = parse_state(expired_states[i] or '|0|0|0')
-      emit(events, events_max, now, 'visibility_expired', expired[i], receive_count)
-    end
-  end
-end
-
--- Groups whose head's delay ran out: ready, behind those already waiting.
-local due = redis.call('ZRANGEBYSCORE', k.waiting, '-inf', now - delay_ms, 'LIMIT', 0, PROMOTE_MAX)
-if #due > 0 then
-  redis.call('ZREM', k.waiting, unpack(due))
-  for i = 1, #due do
-    if redis.call('HGET', k.groups, due[i]) == 'w' then
-      redis.call('HSET', k.groups, due[i], 'r')
-      redis.call('RPUSH', k.ready, due[i])
-    end
-  end
-end
+-- its group (it never left `ordered`), and its group unlocks with its last;
+-- groups whose head's delay ran out: ready, behind those already waiting.
+fifo_reclaim(k, state, stats, events, events_max, now, delay_ms, RECLAIM_MAX)
 
 local room = inflight_limit - redis.call('ZCARD', inflight)
 if room <= 0 then

@@ -153,6 +153,34 @@ def test_redrive_returns_messages_to_their_source_queues(client: smq.Client, clo
         assert {m.receive_count for m in messages} == {1}  # a redriven message starts over
 
 
+@pytest.mark.parametrize("kind", ["standard", "fifo"])
+def test_redrive_moves_messages_whose_timeout_ran_out_and_whose_delay_is_over(
+    client: smq.Client, clock: Clock, kind: str
+) -> None:
+    # Looking at a dead-letter queue's messages before a redrive is the usual way: the
+    # messages received then, their timeout over, are visible and must move too.
+    suffix = ".fifo" if kind == "fifo" else ""
+    dlq = client.create_queue(f"dlq{suffix}", delay_seconds=0)
+    source = client.create_queue(f"jobs{suffix}", redrive_policy=smq.RedrivePolicy(f"dlq{suffix}", 1))
+    for n in range(4):
+        fields = {"message_group_id": f"g{n % 2}", "deduplication_id": str(n)} if suffix else {}
+        source.send(f"m{n}", **fields)
+    while source.receive(10, visibility_timeout=0):
+        pass  # the second receive dead-letters each
+    assert dlq.attributes().visible == 4
+    assert len(dlq.receive(10, visibility_timeout=5)) == 4  # looked at
+    clock.advance(6)  # their timeouts ran out: visible again, still in the in-flight set
+    if not suffix:
+        dlq.set_attributes(delay_seconds=0)
+        dlq.send("late", delay_seconds=5)
+        clock.advance(6)  # its delay is over, nobody received since
+    assert client.redrive(f"dlq{suffix}", destination=f"jobs{suffix}") == (4 if suffix else 5)
+    assert (dlq.attributes().visible, dlq.attributes().in_flight) == (0, 0)
+    assert sorted(m.body for m in source.receive(10)) == sorted(
+        ["m0", "m1", "m2", "m3"] + ([] if suffix else ["late"])
+    )
+
+
 def test_redrive_to_a_named_queue_with_a_limit(client: smq.Client, clock: Clock) -> None:
     queue, dlq = _dead_letter_setup(client, max_receives=1)
     other = client.create_queue("other")

@@ -161,3 +161,27 @@ local function moves_need_recovery(outbox_at, now, stale_ms)
   end
   return 0
 end
+
+-- Standard queues: up to `max` visibility timeouts that ran out go back to
+-- the head of `visible`, then up to `max` delays that fell due join its tail.
+-- Every script that takes from `visible` runs it first.
+local function reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, max)
+  local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, max)
+  if #expired > 0 then
+    redis.call('ZREM', inflight, unpack(expired))
+    redis.call('LPUSH', visible, unpack(expired))
+    redis.call('HINCRBY', stats, 'visibility_expired', #expired)
+    if events_max > 0 then
+      local expired_states = redis.call('HMGET', state, unpack(expired))
+      for i = 1, #expired do
+        local _, receive_count = parse_state(expired_states[i] or '|0|0|0')
+        emit(events, events_max, now, 'visibility_expired', expired[i], receive_count)
+      end
+    end
+  end
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, max)
+  if #due > 0 then
+    redis.call('ZREM', delayed, unpack(due))
+    redis.call('RPUSH', visible, unpack(due))
+  end
+end

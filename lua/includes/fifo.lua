@@ -116,3 +116,40 @@ local function fifo_add(k, id, group, sent, now, delay_ms)
   end
   return seq
 end
+
+-- Up to `max` visibility timeouts that ran out: each message is back at its
+-- place in its group (it never left `ordered`), and its group unlocks with its
+-- last; then up to `max` groups whose head's delay ran out become ready,
+-- behind those already ready. Every script that takes from `ready` runs it first.
+local function fifo_reclaim(k, state, stats, events, events_max, now, delay_ms, max)
+  local expired = redis.call('ZRANGEBYSCORE', k.inflight, '-inf', now, 'LIMIT', 0, max)
+  if #expired > 0 then
+    redis.call('ZREM', k.inflight, unpack(expired))
+    redis.call('HINCRBY', stats, 'visibility_expired', #expired)
+    local infos = redis.call('HMGET', k.fifo, unpack(expired))
+    local expired_states = {}
+    if events_max > 0 then
+      expired_states = redis.call('HMGET', state, unpack(expired))
+    end
+    for i = 1, #expired do
+      if infos[i] then
+        local group = parse_fifo(infos[i])
+        fifo_release(k, group, now, delay_ms)
+      end
+      if events_max > 0 then
+        local _, receive_count = parse_state(expired_states[i] or '|0|0|0')
+        emit(events, events_max, now, 'visibility_expired', expired[i], receive_count)
+      end
+    end
+  end
+  local due = redis.call('ZRANGEBYSCORE', k.waiting, '-inf', now - delay_ms, 'LIMIT', 0, max)
+  if #due > 0 then
+    redis.call('ZREM', k.waiting, unpack(due))
+    for i = 1, #due do
+      if redis.call('HGET', k.groups, due[i]) == 'w' then
+        redis.call('HSET', k.groups, due[i], 'r')
+        redis.call('RPUSH', k.ready, due[i])
+      end
+    end
+  end
+end
