@@ -31,9 +31,10 @@
 -- A FIFO queue gives up the messages of ready groups, each group's in
 -- order, from its head up to the first message that stays or is in flight;
 -- groups whose head is in flight or delayed keep theirs.
--- Returns {OK, popped_n, live_n, [id, outbox_entry] * moved_n}: popped_n
--- counts every id taken from the list, live_n those that were not deleted;
--- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
+-- Returns {OK, popped_n, live_n, unsourced_n, [id, outbox_entry] * moved_n}:
+-- popped_n counts every id taken from the list, live_n those that were not
+-- deleted, unsourced_n those that stayed for want of a destination; or
+-- {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
 local messages = KEYS[3]
@@ -91,8 +92,8 @@ local function take_out(id, dest, record)
 end
 
 if settings[3] == '1' then
-  local reply = {OK, 0, 0}
-  local popped, live = 0, 0
+  local reply = {OK, 0, 0, 0}
+  local popped, live, unsourced = 0, 0, 0
   for round = 1, max_messages do
     if popped >= max_messages then
       break
@@ -129,6 +130,9 @@ if settings[3] == '1' then
           redis.call('HDEL', fifo, id)
         elseif dest == '' or dest == queue_name then
           live = live + 1
+          if dest == '' then
+            unsourced = unsourced + 1
+          end
           break  -- it stays, and so do the later messages of its group
         else
           fifo_forget(k, id)
@@ -142,19 +146,20 @@ if settings[3] == '1' then
   end
   reply[2] = popped
   reply[3] = live
+  reply[4] = unsourced
   return reply
 end
 
 local ids = redis.call('LPOP', visible, max_messages)
 if not ids then
-  return {OK, 0, 0}
+  return {OK, 0, 0, 0}
 end
 local records = redis.call('HMGET', messages, unpack(ids))
 local from = redis.call('HMGET', origins, unpack(ids))
 -- With ghosts, an id in the list may be in flight (hidden again): skip it.
 local held = (tonumber(settings[2]) or 0) > 0 and redis.call('ZMSCORE', inflight, unpack(ids)) or {}
-local reply = {OK, #ids, 0}
-local ghosts, kept, seen = 0, {}, {}
+local reply = {OK, #ids, 0, 0}
+local ghosts, kept, seen, unsourced = 0, {}, {}, 0
 for i = 1, #ids do
   local id = ids[i]
   local dest = destination
@@ -166,6 +171,9 @@ for i = 1, #ids do
   elseif dest == '' or dest == queue_name then
     seen[id] = true
     kept[#kept + 1] = id
+    if dest == '' then
+      unsourced = unsourced + 1
+    end
   else
     seen[id] = true
     reply[#reply + 1] = id
@@ -180,4 +188,5 @@ if ghosts > 0 then
   redis.call('HINCRBY', meta, 'ghosts', -ghosts)
 end
 reply[3] = #ids - ghosts
+reply[4] = unsourced
 return reply

@@ -58,6 +58,9 @@ RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED = (
     "FAILED",
 )
 ACTIVE = (RUNNING, CANCELLING)
+# FailureReason of a failed task, as SQS names them.
+COULD_NOT_DETERMINE_SOURCE = "CouldNotDetermineMessageSource"
+DESTINATION_MISSING = "AWS.SimpleQueueService.NonExistentQueue"
 MAX_PER_SECOND = 500
 MAX_LIST = 10
 _RUNNER_BATCH = 1000
@@ -365,7 +368,9 @@ class _Runner:
         size = min(MOVE_CHUNK, remaining, record.rate or MOVE_CHUNK)
         began = time.monotonic()
         try:
-            taken, moved, recovered = redrive_counted(self.client, source, record.destination, size)
+            taken, moved, recovered, unsourced = redrive_counted(
+                self.client, source, record.destination, size
+            )
         except QueueDoesNotExist:
             return None  # the source queue is gone, and its tasks with it
         except BackendError:
@@ -374,11 +379,15 @@ class _Runner:
             # Anything else would fail again at every try: end the task, saying why.
             return self.update(source, token, outcome=FAILED, reason=f"{type(error).__name__}: {error}")
         outcome = reason = ""
-        if taken == 0:
+        if unsourced and not record.destination:
+            # As SQS: a message that came to the queue otherwise than as a dead letter has no
+            # source to go back to; it stays, and the task fails.
+            outcome, reason = FAILED, COULD_NOT_DETERMINE_SOURCE
+        elif taken == 0:
             outcome = COMPLETED
         elif record.destination and moved < taken and not self.client.queue_exists(record.destination):
             # The messages went back to the source (see finish_moves).
-            outcome, reason = FAILED, f"the destination queue {record.destination!r} does not exist"
+            outcome, reason = FAILED, DESTINATION_MISSING
         pause_ms = 0
         if record.rate and not outcome:
             pause_ms = max(0, math.ceil(taken * 1000 / record.rate - (time.monotonic() - began) * 1000))

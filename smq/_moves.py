@@ -116,9 +116,10 @@ def redrive(client: Client, name: str, destination: str, max_messages: int | Non
 
 def redrive_counted(
     client: Client, name: str, destination: str, max_messages: int | None
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, int]:
     """Redrive; returns (messages taken, messages of those stored in their
-    destination, messages of interrupted moves out of ``name`` finished first).
+    destination, messages of interrupted moves out of ``name`` finished first,
+    messages taken that stayed because nothing says where they came from).
 
     Messages taken but not stored stayed in ``name`` (no destination, or it is gone).
     """
@@ -127,8 +128,7 @@ def redrive_counted(
     budget = client._queue_of(name)._attributes_here().visible
     if max_messages is not None:
         budget = min(budget, max_messages)
-    moved = 0
-    taken = 0
+    moved = taken = unsourced = 0
     while taken < budget:
         take = min(MOVE_CHUNK, budget - taken)
         token = secrets.token_urlsafe(12)
@@ -137,6 +137,7 @@ def redrive_counted(
         if popped == 0:
             break
         taken += live  # deleted ids popped on the way do not count
-        if len(reply) > 3:
-            moved += finish_moves(client, name, reply[3:], park=False)
-    return taken, moved, recovered
+        unsourced += reply[3]
+        if len(reply) > 4:
+            moved += finish_moves(client, name, reply[4:], park=False)
+    return taken, moved, recovered, unsourced

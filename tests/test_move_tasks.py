@@ -91,14 +91,23 @@ def test_with_a_destination_every_message_goes_there(client: smq.Client, clock: 
     assert client.queue("a").attributes().visible == 0
 
 
-def test_messages_with_nowhere_to_go_stay_and_the_task_completes(client: smq.Client, clock: Clock) -> None:
+def test_a_message_of_no_known_source_stays_and_fails_the_task(client: smq.Client, clock: Clock) -> None:
     dlq = _dead_letters(client, clock, {"a": 2})
     dlq.send("sent to the dead-letter queue directly")
     client.start_move_task("dlq")
     client.run_move_tasks(owner="w1")
     (task,) = client.list_move_tasks("dlq")
-    assert (task.status, task.moved, task.to_move) == ("COMPLETED", 2, 3)
+    # As SQS: the task fails, naming why; the messages it could move are moved.
+    assert (task.status, task.moved, task.to_move) == ("FAILED", 2, 3)
+    assert task.failure_reason == "CouldNotDetermineMessageSource"
     assert _drain(dlq) == ["sent to the dead-letter queue directly"]
+    # To a named destination, every message has somewhere to go.
+    dlq.send("sent to the dead-letter queue directly")
+    client.create_queue("other")
+    client.start_move_task("dlq", destination="other")
+    client.run_move_tasks(owner="w1")
+    assert client.list_move_tasks("dlq")[0].status == "COMPLETED"
+    assert _drain(client.queue("other")) == ["sent to the dead-letter queue directly"]
 
 
 def test_a_task_stops_at_the_count_it_started_with(client: smq.Client, clock: Clock) -> None:
@@ -315,7 +324,7 @@ def test_destination_deleted_fails_the_task_and_keeps_the_messages(client: smq.C
     assert client.run_move_tasks(owner="w1") == 1
     (task,) = client.list_move_tasks("dlq")
     assert task.status == "FAILED"
-    assert task.failure_reason is not None and "'other' does not exist" in task.failure_reason
+    assert task.failure_reason == "AWS.SimpleQueueService.NonExistentQueue"  # SQS's reason
     info = dlq.attributes()
     assert (info.visible, info.moving) == (5, 0)
     assert raw(client).zcard(MOVE_TASKS) == 0
