@@ -26,7 +26,7 @@
     │   ├── StaleReceipt                 a newer receive holds the message
     │   └── ReceiptExpired               FIFO: the receipt's timeout ran out
     ├── PurgeQueueInProgress             purged again too soon
-    ├── OverLimit                        in-flight limit reached (short poll)
+    ├── OverLimit                        in-flight limit reached (short poll), a Policy's quotas
     ├── MoveTaskNotFound                 malformed or unknown move task handle,
     │                                    or a task no longer running (cancel)
     ├── MoveTaskActive                   the source queue has an active move task
@@ -109,6 +109,10 @@ class QueueDoesNotExist(SmqError):
     """The queue named does not exist."""
 
 
+class TooManyTags(InvalidParameter):
+    """A queue would have more than 50 tags (an InvalidParameter, named for the HTTP API)."""
+
+
 class QueueDeletedRecently(SmqError):
     """A queue of that name was deleted less than 60 seconds ago (only where the
     caller asked for SQS's rule: ``create_queue(..., refuse_recently_deleted=True)``)."""
@@ -152,7 +156,8 @@ class PurgeQueueInProgress(SmqError):
 
 
 class OverLimit(SmqError):
-    """The queue's in-flight limit is reached; delete or release messages."""
+    """A limit is reached: the queue's in-flight limit (delete or release messages), or
+    one of SQS's quotas of a Policy (statements, actions, principals, conditions, size)."""
 
 
 class MoveTaskNotFound(SmqError):
@@ -259,7 +264,7 @@ _ERRORS: dict[int, tuple[type[SmqError], str]] = {
     Status.E_OVER_LIMIT: (OverLimit, "queue {queue!r} has reached its in-flight limit"),
     Status.E_BAD_ARGUMENT: (InvalidParameter, "script refused its arguments: {detail}"),
     Status.E_TAG_LIMIT: (
-        InvalidParameter,
+        TooManyTags,
         "queue {queue!r} would have {detail} tags; a queue has at most 50",
     ),
     Status.E_TASK_ACTIVE: (MoveTaskActive, "queue {queue!r} has an active message move task"),

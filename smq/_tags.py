@@ -13,7 +13,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping, Sequence
 
-from ._errors import InvalidParameter
+from ._errors import InvalidParameter, TooManyTags
 
 MAX_TAGS = 50
 MAX_KEY = 128
@@ -46,7 +46,7 @@ def check_tags(tags: object) -> dict[str, str]:
     if not isinstance(tags, Mapping):
         raise InvalidParameter(f"tags must be a mapping of keys to values, not {type(tags).__name__}")
     if len(tags) > MAX_TAGS:
-        raise InvalidParameter(f"{len(tags)} tags given; a queue has at most {MAX_TAGS}")
+        raise TooManyTags(f"{len(tags)} tags given; a queue has at most {MAX_TAGS}")
     checked: dict[str, str] = {}
     for key, value in tags.items():
         check_tag_key(key)

@@ -944,6 +944,13 @@ def test_tag_queue_untag_queue_and_list_queue_tags(api: Any, url: str) -> None:
     assert api.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "search", "env": "prod"}
     api.untag_queue(QueueUrl=url, TagKeys=["team", "absent"])
     assert api.list_queue_tags(QueueUrl=url)["Tags"] == {"env": "prod"}
+    # More than 50, given at once or with the tags the queue has: nothing changes.
+    for count in (51, 50):
+        with pytest.raises(ClientError) as caught:
+            api.tag_queue(QueueUrl=url, Tags={f"k{n}": "v" for n in range(count)})
+        assert failure(caught) == ("InvalidParameterValue", 400)
+        assert caught.value.response["Error"]["Message"] == "Too many tags added for queue jobs."
+    assert api.list_queue_tags(QueueUrl=url)["Tags"] == {"env": "prod"}
 
 
 def test_tags_of_a_missing_queue_are_queue_does_not_exist(api: Any, sqs_server: Any) -> None:

@@ -202,4 +202,15 @@ def test_move_task_errors(api: Any, core: smq.Client) -> None:
     )
     with pytest.raises(ClientError) as caught:
         api.list_message_move_tasks(SourceArn=arn("plain"), MaxResults=11)
-    assert code(caught)[0] == "InvalidParameterValue"
+    assert error(caught) == (
+        "InvalidParameterValue",
+        400,
+        "Value 11 for parameter MaxResults is invalid. Reason: Must be between 1 and 10.",
+    )
+    with pytest.raises(ClientError) as caught:
+        api.start_message_move_task(SourceArn=arn("jobs-dlq"), MaxNumberOfMessagesPerSecond=501)
+    assert error(caught) == (
+        "InvalidParameterValue",
+        400,
+        "Value 501 for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500.",
+    )

@@ -144,8 +144,8 @@ def test_a_label_in_use_or_unknown_is_invalid_parameter_value(api: Any, url: str
             "ok",
             [],
             ["SendMessage"],
-            "MissingParameter",
-            "The request must contain the parameter AWSAccountIds.",
+            "InvalidParameterValue",
+            "Value [] for parameter PrincipalId is invalid. Reason: Unable to verify.",
         ),
         ("ok", ["111122223333"], [], "MissingParameter", "The request must contain the parameter Actions."),
         (
@@ -167,7 +167,7 @@ def test_a_label_in_use_or_unknown_is_invalid_parameter_value(api: Any, url: str
             ["111122223333"],
             ["DeleteQueue"],
             "InvalidParameterValue",
-            "Value DeleteQueue for parameter ActionName is invalid. "
+            "Value SQS:DeleteQueue for parameter ActionName is invalid. "
             "Reason: Only the queue owner is allowed to invoke this action.",
         ),
     ],
@@ -189,6 +189,50 @@ def test_add_permission_checks_its_parameters(
     found = error(caught)
     assert found[:2] == (code, 400) and found[2].startswith(message), found
     assert policy_of(api, url) is None
+
+
+def test_a_policy_past_sqss_quotas_is_over_limit(api: Any, url: str) -> None:
+    eight = [
+        "ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes", "GetQueueUrl",
+        "ListDeadLetterSourceQueues", "PurgeQueue", "ReceiveMessage", "SendMessage",
+    ]  # fmt: skip
+    with pytest.raises(ClientError) as caught:
+        api.add_permission(QueueUrl=url, Label="l", AWSAccountIds=["111122223333"], Actions=eight)
+    assert error(caught) == ("OverLimit", 403, "8 Actions were found, maximum allowed is 7.")
+
+    def statement(n: int, **fields: Any) -> dict[str, Any]:
+        return {"Sid": f"s{n}", "Effect": "Allow", "Principal": "*", "Action": "SQS:SendMessage",
+                "Resource": ARN, **fields}  # fmt: skip
+
+    too_many: dict[str, Any] = {
+        "statements": [statement(n) for n in range(21)],
+        "actions": [statement(0, Action=[f"SQS:{a}" for a in eight])],
+        "principals": [
+            statement(0, Principal={"AWS": [f"arn:aws:iam::{n:012d}:root" for n in range(1, 52)]})
+        ],
+        "size": [statement(0, Sid="x" * 9000)],
+    }
+    texts = {
+        "statements": "21 statements were found in the submitted policy, max allowed is 20",
+        "actions": "8 actions were found in a statement from the submitted policy, max allowed is 7",
+        "principals": "51 principals were found in the submitted policy, max allowed is 50",
+        "size": "Submitted policy is over max allowed size.",
+    }
+    for name, statements in too_many.items():
+        policy = json.dumps({"Version": "2012-10-17", "Statement": statements})
+        with pytest.raises(ClientError) as caught:
+            api.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
+        assert error(caught) == ("OverLimit", 403, texts[name]), name
+    # The twenty-first AddPermission label is one statement too many.
+    for n in range(20):
+        api.add_permission(
+            QueueUrl=url, Label=f"l{n}", AWSAccountIds=["111122223333"], Actions=["SendMessage"]
+        )
+    with pytest.raises(ClientError) as caught:
+        api.add_permission(QueueUrl=url, Label="l20", AWSAccountIds=["111122223333"], Actions=["SendMessage"])
+    assert error(caught)[:2] == ("OverLimit", 403)
+    policy = policy_of(api, url)
+    assert policy is not None and len(policy["Statement"]) == 20
 
 
 def test_permissions_of_a_missing_queue_are_queue_does_not_exist(api: Any, sqs_server: Any) -> None:

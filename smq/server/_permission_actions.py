@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from .._config import STATEMENT_MAX_ACTIONS
 from .._policy import update_extra_attribute
 from . import _params as p
 from ._authorize import GRANTABLE, OWNER_ONLY
@@ -54,16 +55,24 @@ def _actions(params: Result) -> list[str]:
     actions = _required_list(params, "Actions")
     for action in actions:
         if action in OWNER_ONLY:
-            raise _invalid(action, "ActionName", "Only the queue owner is allowed to invoke this action.")
+            raise _invalid(
+                f"SQS:{action}", "ActionName", "Only the queue owner is allowed to invoke this action."
+            )
         if action not in GRANTABLE:
             raise _invalid(
                 action, "ActionName", "Please refer to the appropriate WSDL for a list of valid actions."
             )
+    if len(actions) > STATEMENT_MAX_ACTIONS:
+        raise SqsError(
+            "OverLimit", f"{len(actions)} Actions were found, maximum allowed is {STATEMENT_MAX_ACTIONS}."
+        )
     return actions
 
 
 def _accounts(params: Result) -> list[str]:
-    accounts = _required_list(params, "AWSAccountIds")
+    accounts = list(dict.fromkeys(p.string_list(params, "AWSAccountIds")))
+    if not accounts:
+        raise _invalid("[]", "PrincipalId", "Unable to verify.")
     for account in accounts:
         if not _ACCOUNT.fullmatch(account):
             raise _invalid(account, "PrincipalId", "Unable to verify principal.")

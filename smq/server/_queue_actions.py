@@ -27,6 +27,7 @@ from .._errors import (
     PurgeQueueInProgress,
     QueueNameExists,
     SmqError,
+    TooManyTags,
 )
 from .._names import check_sqs_name, split_name
 from . import _params as p
@@ -413,7 +414,12 @@ async def tag_queue(ctx: Context, params: Result) -> Result:
     if not params.get("Tags"):  # absent (Query) or {} (JSON)
         raise SqsError("MissingParameter", "The request must contain the parameter Tags.")
     tags = p.string_map(params, "Tags")
-    await ctx.call(queue.tag, tags)
+    try:
+        await ctx.call(queue.tag, tags)
+    except TooManyTags:  # more than 50, given or with the tags the queue has
+        raise SqsError(
+            "InvalidParameterValue", f"Too many tags added for queue {split_name(queue.name)[2]}."
+        ) from None
     return {}
 
 

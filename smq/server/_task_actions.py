@@ -152,7 +152,7 @@ async def start_message_move_task(ctx: Context, params: Result) -> Result:
     source = ctx.name_of_arn(p.required_string(params, "SourceArn"))
     destination_arn = p.string(params, "DestinationArn")
     destination = ctx.name_of_arn(destination_arn) if destination_arn else None
-    rate = p.integer(params, "MaxNumberOfMessagesPerSecond", 1, 500)
+    rate = p.integer(params, "MaxNumberOfMessagesPerSecond", 1, 500, reason="Must be between 1 and 500.")
     if not await ctx.call(ctx.client.queue_exists, source):
         raise _missing("SourceArn")
     if not await ctx.call(is_dead_letter_queue, ctx.client, source):
@@ -175,7 +175,7 @@ async def start_message_move_task(ctx: Context, params: Result) -> Result:
 
 async def list_message_move_tasks(ctx: Context, params: Result) -> Result:
     source = ctx.name_of_arn(p.required_string(params, "SourceArn"))
-    limit = p.integer(params, "MaxResults", 1, 10) or 1
+    limit = p.integer(params, "MaxResults", 1, 10, reason="Must be between 1 and 10.") or 1
     try:
         tasks = await ctx.call(lambda: ctx.client.list_move_tasks(source, limit=limit))
     except SmqError as error:
