@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import os
 import re
 
@@ -59,3 +60,10 @@ def message_id(stored: str | bytes) -> str:
         return _shown(binascii.a2b_base64(data.translate(_FROM_URL_SAFE)))
     # Stored by an earlier version (a UUID), or an id given to the scripts by hand: as it is.
     return stored if isinstance(stored, str) else stored.decode()
+
+
+def derived_id(*parts: bytes) -> str:
+    """A stored id made from ``parts`` alone: the same parts, the same id. A redriven
+    message gets a new id this way, so a repeated step of its move stores it once."""
+    digest = hashlib.sha256(b"\0".join(parts)).digest()[:_RANDOM_BYTES]
+    return base64.urlsafe_b64encode(digest).replace(b"_", b"-").decode()

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueDoesNotExist
+from ._ids import derived_id
 from ._keys import QueueKeys
 from ._scripts import text
 
@@ -57,7 +58,7 @@ def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool
     arrived = 0
     for destination, entries in by_destination.items():
         try:
-            _move_in(client, QueueKeys.of(destination), entries)
+            _move_in(client, QueueKeys.of(destination), [_arriving(entry) for entry in entries])
         except QueueDoesNotExist:
             redriven = [] if park else [entry for entry in entries if entry[3] == b"0"]
             if len(redriven) < len(entries):
@@ -83,6 +84,16 @@ def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool
             args += [entry[0], entry[1]]
         client.run("move_done", source_keys, args, queue=source)
     return arrived
+
+
+def _arriving(entry: list[Any]) -> list[Any]:
+    """The entry as its destination stores it. As on SQS, a redriven message (receive
+    count 0) arrives as a new message, with a new id (and, from ``move_out``, a new sent
+    time); a dead letter keeps its id. The new id follows from the old and the move's
+    token, so a repeated step 2 stores the message once."""
+    if entry[3] != b"0":
+        return entry
+    return [derived_id(entry[0].encode(), entry[1]), *entry[1:]]
 
 
 def _move_in(client: Client, keys: QueueKeys, entries: list[list[Any]]) -> None:

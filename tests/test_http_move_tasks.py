@@ -62,6 +62,7 @@ ACTIVE = (
 
 def test_a_move_task_redrives_dead_letters_to_their_queue(api: Any, core: smq.Client) -> None:
     dead_letters(core, 25)
+    dead_ids = {m.message_id for m in core.get_queue("jobs-dlq").peek(limit=25)}
     handle = api.start_message_move_task(SourceArn=arn("jobs-dlq"))["TaskHandle"]
     assert handle
     task = wait_for_status(api, "jobs-dlq", {"COMPLETED", "FAILED"})
@@ -73,6 +74,14 @@ def test_a_move_task_redrives_dead_letters_to_their_queue(api: Any, core: smq.Cl
     assert abs(task["StartedTimestamp"] / 1000 - time.time()) < 60
     assert core.get_queue("jobs").attributes().visible == 25
     assert core.get_queue("jobs-dlq").attributes().visible == 0
+    # As SQS: redriven messages arrive as new ones, with new ids.
+    url = api.get_queue_url(QueueName="jobs")["QueueUrl"]
+    redriven = {
+        m["MessageId"]
+        for _ in range(3)
+        for m in api.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    }
+    assert len(redriven) == 25 and not redriven & dead_ids
 
 
 def test_a_move_task_to_a_named_destination_at_a_set_rate(api: Any, core: smq.Client) -> None:

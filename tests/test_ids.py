@@ -107,7 +107,9 @@ def test_messages_stored_under_a_uuid_keep_it_through_every_call(client: smq.Cli
     assert queue.attributes().visible == 0 and queue.attributes().in_flight == 0
 
 
-def test_a_message_keeps_its_id_through_dead_letter_moves_and_back(client: smq.Client, clock: Clock) -> None:
+def test_a_dead_letter_keeps_its_id_and_a_redriven_message_is_a_new_one(
+    client: smq.Client, clock: Clock
+) -> None:
     client.create_queue("ids-dlq")
     queue = client.create_queue(
         "ids-src", visibility_timeout=10, redrive_policy=smq.RedrivePolicy("ids-dlq", 1)
@@ -118,9 +120,13 @@ def test_a_message_keeps_its_id_through_dead_letter_moves_and_back(client: smq.C
     assert queue.receive(1) == []  # the second receive moves it
     (dead,) = client.queue("ids-dlq").peek()
     assert (dead.message_id, dead.origin) == (sent.message_id, "ids-src")
+    clock.advance(5)
     assert client.redrive("ids-dlq") == 1
     (back,) = queue.receive(1)
-    assert (back.message_id, back.body) == (sent.message_id, "poison")
+    # As SQS: a redriven message arrives as a new message, with a new id and sent time.
+    assert back.body == "poison" and back.message_id != sent.message_id
+    assert uuid.UUID(back.message_id).version == 4 and back.receive_count == 1
+    assert back.sent_at >= dead.sent_at + 5
     assert queue.delete(back)
 
 
