@@ -1085,13 +1085,6 @@ def test_a_second_purge_within_60_seconds_is_purge_queue_in_progress(api: Any, u
     api.purge_queue(QueueUrl=other)  # the limit is per queue
 
 
-def test_a_deleted_queue_name_may_be_reused_at_once_without_queue_deleted_recently(
-    api: Any, url: str
-) -> None:
-    api.delete_queue(QueueUrl=url)
-    assert api.create_queue(QueueName="jobs")["QueueUrl"] == url  # SQS: wait 60 s
-
-
 def test_list_valued_message_attributes_are_refused_as_invalid_parameter_value(api: Any, url: str) -> None:
     attributes = {"tags": {"DataType": "String", "StringListValues": ["a", "b"]}}
     with pytest.raises(ClientError) as caught:

@@ -347,6 +347,9 @@ def test_a_query_get_on_a_regional_queue_url_serves_queue_actions(away: Any, pro
     away.send_message(QueueUrl=url, MessageBody="hello")
     with urllib.request.urlopen(f"{url}?Action=GetQueueAttributes&AttributeName.1=All", timeout=10) as reply:
         assert "<Name>ApproximateNumberOfMessages</Name><Value>1</Value>" in reply.read().decode()
+    # As SQS: the other actions are answered there too, in the queue URL's region.
+    with urllib.request.urlopen(f"{url}?Action=ListQueues", timeout=10) as reply:
+        assert f"<QueueUrl>{url}</QueueUrl>" in reply.read().decode()
     with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(f"{url}?Action=ListQueues", timeout=10)
+        urllib.request.urlopen(f"{url}?Action=FooBar", timeout=10)
     assert "<Code>InvalidAction</Code>" in caught.value.read().decode()

@@ -22,6 +22,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from .._client import Client
 from .._errors import SmqError
+from .._names import REGION
 from .._outage import Outage
 from . import _wire
 from ._access_log import AccessLog
@@ -159,7 +160,9 @@ class Service:
                 sender,
                 path=request.path if protocol == "query" else "/",
                 trace_header=request.headers.get("X-Amzn-Trace-Id") or None,
-                region=scope_region(request.headers, request.rel_url.raw_query_string) or "",
+                region=scope_region(request.headers, request.rel_url.raw_query_string)
+                or (_path_region(request.path) if protocol == "query" else "")
+                or "",
             )
             await authorize(context, self.policies, action, params)
             try:
@@ -359,6 +362,18 @@ def _form(request: web.Request, body: bytes) -> dict[str, str]:
         except UnicodeDecodeError:
             raise SqsError("MalformedQueryString", "The form body is not UTF-8.") from None
     return form
+
+
+def _path_region(path: str) -> str:
+    """The region a regional queue URL names (``/{region}/{account}/{name}``, also after
+    ``/queue``), else ''. Unsigned, a request sent there acts in that region, as a request
+    sent to SQS's regional endpoint does."""
+    parts = [part for part in path.split("/") if part]
+    if len(parts) == 4 and parts[0] == "queue":
+        parts = parts[1:]
+    if len(parts) == 3 and REGION.fullmatch(parts[0]):
+        return parts[0]
+    return ""
 
 
 def _wants_json(request: web.Request) -> bool:
