@@ -20,10 +20,15 @@
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
 -- ARGV[3] count (1-100): number of messages
--- ARGV[4..] per message, 5 entries: id, token (of the move), origin (queue
---           name), receive_count (kept on a dead-letter move, 0 on redrive),
---           first_receive_ms, then the record: 6 entries in all
+-- ARGV[4..] per message, 7 entries: id (in the source's outbox), token (of
+--           the move), origin (queue name), receive_count (kept on a dead-letter
+--           move, 0 on redrive), first_receive_ms, the record, and the id to
+--           store it under: '' to keep its id, else a new id, and the message
+--           arrives as a new one (sent now: a redrive, as SQS counts it)
 --
+-- The marker of a move is "<id>:<token>" with the outbox's id, whatever id
+-- the message is stored under, so clients of any version repeating the step
+-- find it.
 -- On a FIFO queue an arrival joins the tail of its group (the group named
 -- in its record; a record without one, from a standard queue, makes a group
 -- of its own) with a new sequence number.
@@ -51,11 +56,11 @@ local count = int_arg(ARGV[3], 1, 100)
 local MARKER_TTL_MS = 86400000
 local TRIM_MAX = 100
 
-if count == nil or #ARGV ~= 3 + 6 * count then
-  return fail(E_BAD_ARGUMENT, 'move_in takes 1 to 100 messages of 6 arguments')
+if count == nil or #ARGV ~= 3 + 7 * count then
+  return fail(E_BAD_ARGUMENT, 'move_in takes 1 to 100 messages of 7 arguments')
 end
 for i = 1, count do
-  local base = 6 * i - 2
+  local base = 7 * i - 3
   if int_arg(ARGV[base + 3], 0, 1000000000) == nil or
      int_arg(ARGV[base + 4], 0, 100000000000000) == nil or
      sent_ms_of(ARGV[base + 5]) == nil then
@@ -77,13 +82,18 @@ end
 
 local stored = 0
 for i = 1, count do
-  local base = 6 * i - 2
+  local base = 7 * i - 3
   local id = ARGV[base]
   local marker = id .. ':' .. ARGV[base + 1]
   local origin = ARGV[base + 2]
   local receive_count = tonumber(ARGV[base + 3])
+  local record = ARGV[base + 5]
+  if ARGV[base + 6] ~= '' then
+    id = ARGV[base + 6]
+    record = now .. string.match(record, '^%d+(|.*)$')
+  end
   if redis.call('ZADD', arrivals, 'NX', now, marker) == 1 then
-    redis.call('HSET', messages, id, ARGV[base + 5])
+    redis.call('HSET', messages, id, record)
     if receive_count > 0 then
       redis.call('HSET', state, id, format_state('', receive_count, ARGV[base + 4], 0))
     else
@@ -93,7 +103,6 @@ for i = 1, count do
       redis.call('HSET', origins, id, origin)
     end
     if is_fifo then
-      local record = ARGV[base + 5]
       fifo_add(k, id, record_group(record) or id, sent_ms_of(record), now, delay_ms)
     else
       redis.call('RPUSH', visible, id)

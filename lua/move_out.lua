@@ -79,10 +79,9 @@ else
   reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, RECLAIM_MAX)
 end
 
--- Into the outbox: the message leaves this queue (redriven: no receives yet,
--- and sent now, as SQS counts a redriven message a new one).
+-- Into the outbox: the message leaves this queue (redriven: no receives yet).
 local function take_out(id, dest, record)
-  local entry = token .. '|' .. dest .. '|' .. queue_name .. '|0|0|' .. now .. string.match(record, '^%d+(|.*)$')
+  local entry = token .. '|' .. dest .. '|' .. queue_name .. '|0|0|' .. record
   redis.call('HSET', outbox, id, entry)
   redis.call('ZADD', outbox_at, now, id)
   redis.call('HDEL', messages, id)

@@ -223,11 +223,18 @@ class Client:
         self._check_dead_letter_target(name, config)
         keys = QueueKeys.of(name)
         pairs: list[Any] = [item for field_value in config.to_meta().items() for item in field_value]
+        if fifo:
+            # The scope deduplication keeps, whatever DeduplicationScope later says (as SQS).
+            pairs += ["dedup_by", config.deduplication_scope]
         policy = config.redrive_policy
         if policy is not None:
             # Before the policy can exist: the index of sources is a superset.
             note_source(self, name, policy.dead_letter_queue)
         if config.shards > 1 and not self._call(self._redis.exists, keys.meta):
+            if refuse_recently_deleted and self._call(self._redis.exists, keys.deleted):
+                # Checked before the shards are made (the script checks it again): a
+                # refused create leaves nothing behind. The mark lapses after 60 s.
+                raise error_for(Status.E_DELETED_RECENTLY, name)
             names = shard_names(self, name, config.shards)
             for shard in names[1:]:
                 # Each shard a full queue, unlisted, before the main queue names them.

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ._errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameter, OverLimit
+from ._errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameter
 from ._names import FIFO_SUFFIX
 from ._names import check_queue_name as check_queue_name  # re-exported: its old home
 
@@ -56,6 +56,7 @@ _INT_SETTINGS: dict[str, tuple[str, int, int, int, int]] = {
     "shards": ("shards", 1, 32, 1, 1),  # at most MAX_SHARDS
 }
 MAX_SHARDS = _INT_SETTINGS["shards"][2]
+"""Most shards a queue may have (see ``smq._shards``)."""
 
 
 def setting_range(name: str) -> tuple[int, int]:
@@ -67,9 +68,6 @@ def setting_range(name: str) -> tuple[int, int]:
 def setting_choices(name: str) -> tuple[object, ...]:
     """The values FIFO setting ``name`` of QueueConfig may take."""
     return tuple(_FIFO_SETTINGS[name][1])
-
-
-"""Most shards a queue may have (see ``smq._shards``)."""
 
 
 def check_int(
@@ -179,58 +177,7 @@ def _check_extra_value(name: str, value: str) -> str:
             raise InvalidAttributeValue(f"{name} must be a JSON object")
         if name == "RedriveAllowPolicy":
             _check_redrive_allow_policy(document)
-        else:
-            _check_policy_limits(value, document)
     return value
-
-
-# SQS's quotas of a queue's Policy.
-POLICY_MAX_BYTES = 8192
-POLICY_MAX_STATEMENTS = 20
-POLICY_MAX_PRINCIPALS = 50
-STATEMENT_MAX_ACTIONS = 7
-STATEMENT_MAX_CONDITIONS = 10
-
-
-def _check_policy_limits(value: str, document: dict[str, Any]) -> None:
-    """Raise OverLimit, in SQS's words, for a Policy past one of SQS's quotas."""
-    if len(value.encode()) > POLICY_MAX_BYTES:
-        raise OverLimit("Submitted policy is over max allowed size.")
-    statements = document.get("Statement", [])
-    statements = [statements] if isinstance(statements, dict) else statements
-    if not isinstance(statements, list):
-        return  # judged (and refused) where the policy is read
-    if len(statements) > POLICY_MAX_STATEMENTS:
-        raise OverLimit(
-            f"{len(statements)} statements were found in the submitted policy, "
-            f"max allowed is {POLICY_MAX_STATEMENTS}"
-        )
-    principals = 0
-    for statement in statements:
-        if not isinstance(statement, dict):
-            continue
-        actions = statement.get("Action", [])
-        if isinstance(actions, list) and len(actions) > STATEMENT_MAX_ACTIONS:
-            raise OverLimit(
-                f"{len(actions)} actions were found in a statement from the submitted policy, "
-                f"max allowed is {STATEMENT_MAX_ACTIONS}"
-            )
-        conditions = statement.get("Condition", {})
-        if isinstance(conditions, dict):
-            count = sum(len(c) if isinstance(c, dict) else 1 for c in conditions.values())
-            if count > STATEMENT_MAX_CONDITIONS:
-                raise OverLimit(
-                    f"{count} conditions were found in a statement from the submitted policy, "
-                    f"max allowed is {STATEMENT_MAX_CONDITIONS}"
-                )
-        principal = statement.get("Principal", {})
-        if isinstance(principal, dict):
-            principals += sum(len(p) if isinstance(p, list) else 1 for p in principal.values())
-    if principals > POLICY_MAX_PRINCIPALS:
-        raise OverLimit(
-            f"{principals} principals were found in the submitted policy, "
-            f"max allowed is {POLICY_MAX_PRINCIPALS}"
-        )
 
 
 def _check_redrive_allow_policy(document: dict[str, Any]) -> None:

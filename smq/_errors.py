@@ -26,7 +26,7 @@
     │   ├── StaleReceipt                 a newer receive holds the message
     │   └── ReceiptExpired               FIFO: the receipt's timeout ran out
     ├── PurgeQueueInProgress             purged again too soon
-    ├── OverLimit                        in-flight limit reached (short poll), a Policy's quotas
+    ├── OverLimit                        in-flight limit reached (short poll)
     ├── MoveTaskNotFound                 malformed or unknown move task handle,
     │                                    or a task no longer running (cancel)
     ├── MoveTaskActive                   the source queue has an active move task
@@ -156,8 +156,7 @@ class PurgeQueueInProgress(SmqError):
 
 
 class OverLimit(SmqError):
-    """A limit is reached: the queue's in-flight limit (delete or release messages), or
-    one of SQS's quotas of a Policy (statements, actions, principals, conditions, size)."""
+    """The queue's in-flight limit is reached; delete or release messages."""
 
 
 class MoveTaskNotFound(SmqError):

@@ -50,7 +50,9 @@ class Event:
         event_id: The stream entry id (``<ms>-<seq>``), increasing in the order
             the scripts ran; pass the last one as ``after`` to read on.
         kind: One of ``EVENT_KINDS``.
-        message_id: The message it is about.
+        message_id: The message it is about. A redriven message arrives as a new
+            message (as on SQS): its ``moved_out`` names the id it had, its
+            ``moved_in`` the new one.
         receive_count: The message's receive count at that moment: 0 when
             sent, ``n`` for the ``n``-th receive and for what that receipt
             does next. For ``stale_receipt`` it is the message's current count,

@@ -70,8 +70,8 @@ def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool
                 )
             if redriven:
                 log.warning("queue %r is gone: %d message(s) stay in %r", destination, len(redriven), source)
-                # Back as they were, still naming the queue they came from.
-                back = [[entry[0], entry[1], destination, b"0", b"0", entry[5]] for entry in redriven]
+                # Back as they were (same id, same sent time), still naming the queue they came from.
+                back = [[entry[0], entry[1], destination, b"0", b"0", entry[5], ""] for entry in redriven]
                 _move_in(client, source_keys, back)
                 finished += redriven
             continue
@@ -87,13 +87,13 @@ def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool
 
 
 def _arriving(entry: list[Any]) -> list[Any]:
-    """The entry as its destination stores it. As on SQS, a redriven message (receive
-    count 0) arrives as a new message, with a new id (and, from ``move_out``, a new sent
-    time); a dead letter keeps its id. The new id follows from the old and the move's
-    token, so a repeated step 2 stores the message once."""
+    """The ``move_in`` arguments of an outbox entry. As on SQS, a redriven message
+    (receive count 0) arrives as a new message, with a new id and sent time; a dead letter
+    keeps its id. The new id follows from the old and the move's token (the marker that
+    makes a repeated step a no-op names the old), so the message is stored once."""
     if entry[3] != b"0":
-        return entry
-    return [derived_id(entry[0].encode(), entry[1]), *entry[1:]]
+        return [*entry, ""]
+    return [*entry, derived_id(entry[0].encode(), entry[1])]
 
 
 def _move_in(client: Client, keys: QueueKeys, entries: list[list[Any]]) -> None:

@@ -7,6 +7,7 @@ import pytest
 import smq
 from conftest import Clock, raw
 from smq import _moves
+from smq._keys import QueueKeys
 
 
 def _dead_letter_setup(client: smq.Client, max_receives: int = 2) -> tuple[smq.Queue, smq.Queue]:
@@ -97,6 +98,36 @@ def test_crash_after_second_step_does_not_double(
     assert queue.attributes().moving == 0
     assert len(dlq.receive(10)) == 1  # stored once, though step 2 ran twice
     assert dlq.receive(10) == []
+
+
+def test_a_redrive_cut_after_its_second_step_stores_each_message_once(
+    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A redriven message arrives under a new id; the move's marker names the old one, as
+    # earlier versions wrote it, so a repeat of step 2 by any version stores nothing more.
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    dead_id = _exhaust(queue, clock, 1)
+    assert queue.receive() == [] and dlq.attributes().visible == 1
+    real_run = client.run
+
+    def crash_on_done(script: str, *args: object, **kwargs: object) -> object:
+        if script == "move_done":
+            raise KeyboardInterrupt("process died between step 2 and step 3")
+        return real_run(script, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(client, "run", crash_on_done)
+    with pytest.raises(KeyboardInterrupt):
+        client.redrive("jobs-dlq")
+    monkeypatch.undo()
+    assert (dlq.attributes().moving, queue.attributes().visible) == (1, 1)
+    (outbox_id,) = raw(client).hkeys(QueueKeys.of("jobs-dlq").outbox)  # the id in the DLQ
+    markers = raw(client).zrange(QueueKeys.of("jobs").arrivals, 0, -1)
+    assert [m.split(b":")[0] for m in markers] == [outbox_id]
+    assert client.recover("jobs-dlq") == 1
+    (back,) = queue.receive(10)
+    assert back.message_id != dead_id and queue.receive(10) == []  # stored once, a new message
+    info = dlq.attributes()
+    assert (info.visible, info.moving) == (0, 0)
 
 
 def test_dead_letter_queue_must_exist(client: smq.Client) -> None:

@@ -521,6 +521,9 @@ def test_deduplication_keeps_the_scope_the_queue_was_created_with(client: smq.Cl
     queue.set_attributes(deduplication_scope=created)
     queue.set_attributes(deduplication_scope=other)  # the first change kept the original
     across = created == "queue"
+    # A switch by a client of an earlier version (which changed only the reported scope's
+    # field) does not change it either: the scope is kept from creation.
+    raw(client).hset(QueueKeys.of("jobs.fifo").meta, "dedup_scope", other)
     # Ids seen before the switch, and ids first sent after it, deduplicate as at creation.
     assert queue.send("b", message_group_id="g2", deduplication_id="seen").duplicate is across
     assert not queue.send("c", message_group_id="g4", deduplication_id="new").duplicate

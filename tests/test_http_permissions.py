@@ -235,6 +235,23 @@ def test_a_policy_past_sqss_quotas_is_over_limit(api: Any, url: str) -> None:
     assert policy is not None and len(policy["Statement"]) == 20
 
 
+def test_a_stored_policy_past_the_quotas_can_still_shrink(api: Any, url: str, core: Any) -> None:
+    # Stored by an earlier version (or the Python API, which applies no quotas): 21 labels.
+    statements = [
+        {"Sid": f"l{n}", "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::111122223333:root"},
+         "Action": "SQS:SendMessage", "Resource": ARN}
+        for n in range(21)
+    ]  # fmt: skip
+    policy = json.dumps({"Version": "2008-10-17", "Statement": statements})
+    core.get_queue("jobs").set_attributes(extra_attributes={"Policy": policy})
+    api.remove_permission(QueueUrl=url, Label="l0")
+    stored = policy_of(api, url)
+    assert stored is not None and len(stored["Statement"]) == 20
+    with pytest.raises(ClientError) as caught:  # growing it again is refused
+        api.add_permission(QueueUrl=url, Label="l0", AWSAccountIds=["111122223333"], Actions=["*"])
+    assert error(caught)[:2] == ("OverLimit", 403)
+
+
 def test_permissions_of_a_missing_queue_are_queue_does_not_exist(api: Any, sqs_server: Any) -> None:
     missing = f"{sqs_server.url}/{ACCOUNT}/nowhere"
     with pytest.raises(api.exceptions.QueueDoesNotExist):

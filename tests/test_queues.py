@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import smq
-from conftest import Clock
+from conftest import Clock, raw
+from smq._keys import QueueKeys
 
 
 def test_create_returns_existing_queue_when_settings_match(client: smq.Client) -> None:
@@ -136,6 +137,15 @@ def test_sqss_rule_refuses_a_name_for_60_seconds_after_its_queue_was_deleted(
     # Without the rule (the default), a name is free again at once.
     client.delete_queue("jobs")
     client.create_queue("jobs")
+
+
+def test_a_refused_sharded_create_leaves_no_shards_behind(client: smq.Client) -> None:
+    client.create_queue("wide", shards=2)
+    client.delete_queue("wide")
+    with pytest.raises(smq.QueueDeletedRecently):
+        client.create_queue("wide", shards=3, visibility_timeout=5, refuse_recently_deleted=True)
+    assert not client.queue_exists("wide")
+    assert not any(raw(client).exists(QueueKeys.of(f"wide.s{n}").meta) for n in range(1, 4))
 
 
 def test_purge_deletes_all_messages_and_keeps_settings(client: smq.Client) -> None:

@@ -14,12 +14,12 @@ import json
 import re
 from typing import Any
 
-from .._config import STATEMENT_MAX_ACTIONS
 from .._policy import update_extra_attribute
 from . import _params as p
 from ._authorize import GRANTABLE, OWNER_ONLY
 from ._context import Context
 from ._errors import SqsError
+from ._policy_quotas import MAX_ACTIONS, check_policy_quotas
 
 Result = dict[str, Any]
 
@@ -62,10 +62,8 @@ def _actions(params: Result) -> list[str]:
             raise _invalid(
                 action, "ActionName", "Please refer to the appropriate WSDL for a list of valid actions."
             )
-    if len(actions) > STATEMENT_MAX_ACTIONS:
-        raise SqsError(
-            "OverLimit", f"{len(actions)} Actions were found, maximum allowed is {STATEMENT_MAX_ACTIONS}."
-        )
+    if len(actions) > MAX_ACTIONS:
+        raise SqsError("OverLimit", f"{len(actions)} Actions were found, maximum allowed is {MAX_ACTIONS}.")
     return actions
 
 
@@ -120,7 +118,9 @@ async def add_permission(ctx: Context, params: Result) -> Result:
         if label in _labels(statements):
             raise _invalid(label, "Label", "Already exists.")
         document["Statement"] = [*statements, statement]
-        return json.dumps(document, separators=(",", ":"))
+        grown = json.dumps(document, separators=(",", ":"))
+        check_policy_quotas(grown)
+        return grown
 
     await ctx.call(update_extra_attribute, ctx.client, name, "Policy", change)
     return {}

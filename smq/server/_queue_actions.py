@@ -33,6 +33,7 @@ from .._names import check_sqs_name, split_name
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError
+from ._policy_quotas import check_policy_quotas
 
 Result = dict[str, Any]
 
@@ -181,6 +182,8 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
             except InvalidAttributeValue:
                 # SQS's words, which name the attribute and not the check that refused it.
                 raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}.") from None
+            if name == "Policy" and value:
+                check_policy_quotas(value)
         elif name == "FifoQueue":
             _fifo_queue(value, fifo=fifo)
         elif name == SHARDS:
@@ -203,11 +206,13 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
     return settings
 
 
+_FIELD_OR_QUOTED = re.compile("'[^']*'|\\b(?:" + "|".join(map(re.escape, _ATTRIBUTE_OF)) + ")\\b")
+
+
 def _in_sqs_words(error: InvalidAttributeName | InvalidAttributeValue) -> SqsError:
     """A queue attribute refused by the core, named as SQS names it (never by a Python field)."""
-    text = str(error)
-    for field, name in _ATTRIBUTE_OF.items():
-        text = re.sub(rf"\b{field}\b", name, text)
+    # Quoted text (a queue's name) stays as it is; field names outside quotes become SQS's.
+    text = _FIELD_OR_QUOTED.sub(lambda m: _ATTRIBUTE_OF.get(m.group(0), m.group(0)), str(error))
     return SqsError(type(error).__name__, text)
 
 
