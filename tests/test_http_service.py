@@ -11,6 +11,8 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,7 @@ import botocore.exceptions
 import pytest
 
 import smq
-from http_support import BIN, KEY_ID, SECRET, Server, json_client, query_client
+from http_support import ACCOUNT, BIN, KEY_ID, SECRET, Server, json_client, query_client
 from smq.embedded import EmbeddedRedis
 
 
@@ -91,6 +93,14 @@ def test_an_unsigned_request_is_refused_and_does_nothing(signed_server: Server, 
     status, xml = _raw(signed_server.url, body=b"Action=CreateQueue&QueueName=unsigned")
     assert status == 403 and b"<Code>MissingAuthenticationToken</Code>" in xml
     assert not core.queue_exists("unsigned")
+
+
+def test_a_get_naming_no_operation_is_404_before_any_signature_check(signed_server: Server) -> None:
+    # As SQS's front answers a browser or a probe: nothing to authenticate, nothing done.
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(f"{signed_server.url}/{ACCOUNT}/jobs", timeout=10)
+    assert caught.value.code == 404
+    assert caught.value.read().endswith(b"<UnknownOperationException/>")
 
 
 def test_serving_beyond_loopback_without_keys_needs_an_explicit_opt_out(http_redis: EmbeddedRedis) -> None:

@@ -137,6 +137,10 @@ class Service:
             else:
                 form = _form(request, body)
                 action = form.pop("Action", "")
+                if not action and request.method == "GET":
+                    # What SQS's front answers a GET that names no operation (a browser, a
+                    # probe), before it looks at any signature.
+                    raise SqsError("NoAction", "The request names no operation.")
             if early_sender is None:
                 sender = self._authenticate(request, body)
             else:
@@ -148,9 +152,6 @@ class Service:
                 params = _wire.json_params(body)
             else:
                 if not action:
-                    if request.method == "GET":
-                        # What SQS answers a GET that names no operation (a browser, a probe).
-                        raise SqsError("NoAction", "The request names no operation.")
                     raise SqsError("MissingAction", "The request must contain the parameter Action.")
                 if action not in ACTIONS:
                     raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
