@@ -76,11 +76,8 @@ def test_crash_after_first_step_loses_nothing(
     assert len(dlq.receive(10)) == 1
 
 
-def test_crash_after_second_step_does_not_double(
-    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    queue, dlq = _dead_letter_setup(client, max_receives=1)
-    _exhaust(queue, clock, 1)
+def _die_before_step_3(client: smq.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the client's process "die" when it would run a move's step 3 (move_done)."""
     real_run = client.run
 
     def crash_on_done(script: str, *args: object, **kwargs: object) -> object:
@@ -89,6 +86,14 @@ def test_crash_after_second_step_does_not_double(
         return real_run(script, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(client, "run", crash_on_done)
+
+
+def test_crash_after_second_step_does_not_double(
+    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, dlq = _dead_letter_setup(client, max_receives=1)
+    _exhaust(queue, clock, 1)
+    _die_before_step_3(client, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         queue.receive()
     monkeypatch.undo()
@@ -108,14 +113,7 @@ def test_a_redrive_cut_after_its_second_step_stores_each_message_once(
     queue, dlq = _dead_letter_setup(client, max_receives=1)
     dead_id = _exhaust(queue, clock, 1)
     assert queue.receive() == [] and dlq.attributes().visible == 1
-    real_run = client.run
-
-    def crash_on_done(script: str, *args: object, **kwargs: object) -> object:
-        if script == "move_done":
-            raise KeyboardInterrupt("process died between step 2 and step 3")
-        return real_run(script, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(client, "run", crash_on_done)
+    _die_before_step_3(client, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         client.redrive("jobs-dlq")
     monkeypatch.undo()
