@@ -84,6 +84,16 @@ def test_a_move_task_redrives_dead_letters_to_their_queue(api: Any, core: smq.Cl
     assert len(redriven) == 25 and not redriven & dead_ids
 
 
+def test_a_small_move_task_is_done_when_its_start_answers(api: Any, core: smq.Client) -> None:
+    # The start wakes the runner and waits (up to a second) for its pass: no polling needed.
+    dead_letters(core, 3)
+    api.start_message_move_task(SourceArn=arn("jobs-dlq"))
+    (task,) = api.list_message_move_tasks(SourceArn=arn("jobs-dlq"))["Results"]
+    assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("COMPLETED", 3)
+    url = api.get_queue_url(QueueName="jobs")["QueueUrl"]
+    assert len(api.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]) == 3
+
+
 def test_a_move_task_to_a_named_destination_at_a_set_rate(api: Any, core: smq.Client) -> None:
     dead_letters(core, 3)
     core.create_queue("elsewhere")

@@ -60,6 +60,8 @@ class Service:
         self._request_ids = request_ids()
         self._move_tasks: asyncio.Task[None] | None = None
         self._move_kick = asyncio.Event()
+        # Done when the pass of the move task runner that began after a kick ends.
+        self._move_pass: asyncio.Future[None] | None = None
         self.metrics = ApiMetrics(lambda: self.in_flight)
         self.policies = Policies(client)
         self.scripts = LoopScripts(client, self.call)
@@ -87,8 +89,18 @@ class Service:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.scripts.close()
 
-    def kick_move_tasks(self) -> None:
+    async def kick_move_tasks(self, wait: float = 0.0) -> None:
+        """Wake the move task runner now; wait up to ``wait`` seconds for its pass to end,
+        so that a small task is done when StartMessageMoveTask answers."""
+        if self._move_pass is None:
+            self._move_pass = asyncio.get_running_loop().create_future()
+        done = self._move_pass
         self._move_kick.set()
+        if wait > 0:
+            try:
+                await asyncio.wait_for(asyncio.shield(done), wait)
+            except asyncio.TimeoutError:
+                pass  # a big or rate-limited task goes on in the background
 
     async def _run_move_tasks(self) -> None:
         """Work on message move tasks of any process; each runs under a lease in Redis."""
@@ -100,6 +112,7 @@ class Service:
             except asyncio.TimeoutError:
                 pass
             self._move_kick.clear()
+            this_pass, self._move_pass = self._move_pass, None
             if self.closing:
                 return
             try:
@@ -110,6 +123,9 @@ class Service:
                 log.exception("message move tasks failed")
             else:
                 outage.succeeded()
+            finally:
+                if this_pass is not None and not this_pass.done():
+                    this_pass.set_result(None)
 
     # -- requests ---------------------------------------------------------------------
 

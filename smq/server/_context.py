@@ -18,6 +18,10 @@ from ._errors import NO_QUEUE, SqsError
 from ._longpoll import LongPolls
 
 
+async def _no_move_tasks(wait: float) -> None:
+    """Where nothing runs message move tasks (a context made outside ``smq serve``)."""
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Settings of ``smq serve``.
@@ -141,7 +145,7 @@ class Context:
     base_url: str
     path: str = "/"
     sender: str = ""
-    kick_move_tasks: Callable[[], None] = lambda: None
+    kick_move_tasks: Callable[[float], Awaitable[None]] = _no_move_tasks
     trace_header: str | None = None  # the request's X-Amzn-Trace-Id header
     region: str = ""
     secure: bool = False  # the request came over HTTPS

@@ -36,6 +36,9 @@ _ACTIVE = (
 )
 
 
+# How long StartMessageMoveTask waits for the runner's first pass: a small task is done
+# when it answers; a big or rate-limited one goes on in the background.
+_START_WAIT = 1.0
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _EARLIER_TOKEN = re.compile(r"[A-Za-z0-9_-]{16}")
 _LOW_62 = (1 << 62) - 1
@@ -169,7 +172,7 @@ async def start_message_move_task(ctx: Context, params: Result) -> Result:
         )
     except SmqError as error:
         raise _error(error) from None
-    ctx.kick_move_tasks()
+    await ctx.kick_move_tasks(_START_WAIT)
     return {"TaskHandle": task_handle(ctx, source, _token(task))}
 
 
