@@ -64,7 +64,8 @@ DESTINATION_MISSING = "AWS.SimpleQueueService.NonExistentQueue"
 MAX_PER_SECOND = 500
 MAX_LIST = 10
 _RUNNER_BATCH = 1000
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{16}")
+TOKEN = re.compile(r"[A-Za-z0-9_-]{16}")
+"""A task's token: 12 random bytes in URL-safe base64 (a fixed width the Lua layout relies on)."""
 _QUEUE = re.compile(rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}")
 
 
@@ -159,7 +160,7 @@ def parse_handle(handle: object) -> tuple[str, str]:
         except (binascii.Error, ValueError):
             decoded = ""
         source, _, token = decoded.rpartition(":")
-        if _QUEUE.fullmatch(source) and _TOKEN.fullmatch(token):
+        if _QUEUE.fullmatch(source) and TOKEN.fullmatch(token):
             return source, token
     raise MoveTaskNotFound(f"{handle!r} is not a message move task handle")
 

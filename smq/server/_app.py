@@ -22,14 +22,13 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from .._client import Client
 from .._errors import SmqError
-from .._names import REGION
 from .._outage import Outage
 from . import _wire
 from ._access_log import AccessLog
 from ._actions import ACTIONS
 from ._authorize import Policies, after, authorize
 from ._console import Console
-from ._context import Context, ServerConfig
+from ._context import Context, ServerConfig, path_region
 from ._errors import SqsError, from_core, public_text
 from ._guard import ConnectionGuard, raise_file_limit
 from ._longpoll import LongPolls
@@ -178,7 +177,7 @@ class Service:
                 path=request.path if protocol == "query" else "/",
                 trace_header=request.headers.get("X-Amzn-Trace-Id") or None,
                 region=scope_region(request.headers, request.rel_url.raw_query_string)
-                or (_path_region(request.path) if protocol == "query" else "")
+                or (path_region(request.path) if protocol == "query" else "")
                 or "",
             )
             await authorize(context, self.policies, action, params)
@@ -379,18 +378,6 @@ def _form(request: web.Request, body: bytes) -> dict[str, str]:
         except UnicodeDecodeError:
             raise SqsError("MalformedQueryString", "The form body is not UTF-8.") from None
     return form
-
-
-def _path_region(path: str) -> str:
-    """The region a regional queue URL names (``/{region}/{account}/{name}``, also after
-    ``/queue``), else ''. Unsigned, a request sent there acts in that region, as a request
-    sent to SQS's regional endpoint does."""
-    parts = [part for part in path.split("/") if part]
-    if len(parts) == 4 and parts[0] == "queue":
-        parts = parts[1:]
-    if len(parts) == 3 and REGION.fullmatch(parts[0]):
-        return parts[0]
-    return ""
 
 
 def _wants_json(request: web.Request) -> bool:

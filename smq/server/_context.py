@@ -245,9 +245,7 @@ class Context:
         """The core name of the queue a QueueUrl (or a Query request's path) names."""
         if "/" not in url and _is_sqs_name(url):
             return self.core_name(url)
-        parts = [part for part in urlsplit(url).path.split("/") if part]
-        if len(parts) == 4 and parts[0] == "queue":
-            parts = parts[1:]
+        parts = _path_parts(urlsplit(url).path)
         if len(parts) not in (2, 3) or not _is_sqs_name(parts[-1]):
             raise SqsError("QueueDoesNotExist", NO_QUEUE)
         region = parts[0] if len(parts) == 3 else self.region
@@ -274,6 +272,21 @@ class Context:
         own = (self.region, self.account) == (self.config.region, self.config.account_id)
         start = "" if own else namespace(self.region, self.account)
         return functools.partial(self.client.list_queues, start + prefix, qualified=not own)
+
+
+def _path_parts(path: str) -> list[str]:
+    """The parts of a queue URL's path: account and name, after a region if it has one
+    (and after ``/queue``, as LocalStack writes them)."""
+    parts = [part for part in path.split("/") if part]
+    return parts[1:] if len(parts) == 4 and parts[0] == "queue" else parts
+
+
+def path_region(path: str) -> str:
+    """The region a regional queue URL's path names (``/{region}/{account}/{name}``), else ''.
+    Unsigned, a request sent there acts in that region, as one sent to SQS's regional
+    endpoint does."""
+    parts = _path_parts(path)
+    return parts[0] if len(parts) == 3 and REGION.fullmatch(parts[0]) else ""
 
 
 def _is_sqs_name(name: str) -> bool:

@@ -23,7 +23,7 @@ import uuid
 from typing import Any
 
 from .._errors import MoveTaskActive, MoveTaskNotFound, QueueDoesNotExist, SmqError
-from .._move_tasks import RUNNING, MoveTask, make_handle, parse_handle
+from .._move_tasks import RUNNING, TOKEN, MoveTask, make_handle, parse_handle
 from .._sources import is_dead_letter_queue
 from . import _params as p
 from ._context import Context
@@ -40,7 +40,6 @@ _ACTIVE = (
 # when it answers; a big or rate-limited one goes on in the background.
 _START_WAIT = 1.0
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_EARLIER_TOKEN = re.compile(r"[A-Za-z0-9_-]{16}")
 _LOW_62 = (1 << 62) - 1
 _CHECK_MASK = (1 << 26) - 1
 
@@ -71,7 +70,7 @@ def task_id(token: str) -> str:
 
 def _token_of_id(task_id: str) -> str | None:
     """The core's token of a task id (None if no task of this service has that id)."""
-    if _EARLIER_TOKEN.fullmatch(task_id):
+    if TOKEN.fullmatch(task_id):
         return task_id  # handles given out before named the task by the token itself
     if not _UUID.fullmatch(task_id):
         return None
