@@ -177,8 +177,7 @@ class Service:
                 path=request.path if protocol == "query" else "/",
                 trace_header=request.headers.get("X-Amzn-Trace-Id") or None,
                 region=scope_region(request.headers, request.rel_url.raw_query_string)
-                or (path_region(request.path) if protocol == "query" else "")
-                or "",
+                or (path_region(request.path) if protocol == "query" else ""),
             )
             await authorize(context, self.policies, action, params)
             try:
