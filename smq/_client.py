@@ -26,17 +26,15 @@ from redis.retry import Retry
 from . import _move_tasks
 from ._access import acl_hint, check_access, refusal
 from ._config import (
-    FIFO_INFLIGHT_LIMIT,
     QueueConfig,
+    check_dead_letter_target,
     check_extra_attributes,
     check_int,
     check_queue_name,
-    check_setting_names,
-    is_fifo_name,
+    new_queue_config,
 )
 from ._errors import (
     BackendError,
-    InvalidAttributeValue,
     InvalidParameter,
     OutcomeUnknown,
     QueueDoesNotExist,
@@ -50,7 +48,7 @@ from ._health import RedisHealth, read_health
 from ._keys import REGISTRY, QueueKeys
 from ._move_tasks import MoveTask
 from ._moves import recover, redrive
-from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR, split_name
+from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR
 from ._queue import Queue
 from ._replicas import (
     NotReplicated,
@@ -200,27 +198,10 @@ class Client:
         QueueDeletedRecently (``smq serve`` asks for it; by default a name is
         free again at once).
         """
-        check_queue_name(name)
-        check_setting_names(settings)
+        config = new_queue_config(name, settings)
         checked_tags = check_tags(tags) if tags is not None else {}
-        fifo = is_fifo_name(name)
-        if settings.get("fifo_queue", fifo) != fifo:
-            raise InvalidAttributeValue(
-                f"queue {name!r}: a FIFO queue's name ends in .fifo, and only a FIFO queue's does"
-            )
-        defaults: dict[str, Any] = {"fifo_queue": fifo}
-        if fifo:
-            defaults["inflight_limit"] = FIFO_INFLIGHT_LIMIT
-            if settings.get("shards", 1) != 1:
-                # A group maps to one shard, so a deduplication id is checked in its group's.
-                if settings.get("deduplication_scope", "messageGroup") != "messageGroup":
-                    raise InvalidAttributeValue(
-                        f"queue {name!r}: a sharded FIFO queue deduplicates within message groups "
-                        "(deduplication_scope 'messageGroup')"
-                    )
-                defaults["deduplication_scope"] = "messageGroup"
-        config = QueueConfig(**{**defaults, **settings})
         self._check_dead_letter_target(name, config)
+        fifo = config.fifo_queue
         keys = QueueKeys.of(name)
         pairs: list[Any] = [item for field_value in config.to_meta().items() for item in field_value]
         if fifo:
@@ -619,24 +600,10 @@ class Client:
                 )
 
     def _check_dead_letter_target(self, name: str, config: QueueConfig, *, sharded: bool = False) -> None:
+        check_dead_letter_target(name, config, sharded=sharded)
         policy = config.redrive_policy
-        if policy is None:
+        if policy is None or policy.dead_letter_queue == name:
             return
-        if policy.dead_letter_queue == name:
-            # Accepted, as SQS does: no message ever leaves for it (receive counts just grow).
-            if sharded or config.shards > 1:
-                raise InvalidAttributeValue(f"sharded queue {name!r} cannot be its own dead-letter queue")
-            return
-        if split_name(policy.dead_letter_queue)[:2] != split_name(name)[:2]:
-            raise InvalidAttributeValue(
-                f"the dead-letter queue of {name!r} must be in its region and account, "
-                f"not {policy.dead_letter_queue!r}"
-            )
-        if is_fifo_name(policy.dead_letter_queue) != is_fifo_name(name):
-            kind = "a FIFO queue" if is_fifo_name(name) else "a standard queue"
-            raise InvalidAttributeValue(
-                f"the dead-letter queue of {kind} must be {kind}, not {policy.dead_letter_queue!r}"
-            )
         if not self.queue_exists(policy.dead_letter_queue):
             raise QueueDoesNotExist(
                 f"dead-letter queue {policy.dead_letter_queue!r} does not exist; create it first"

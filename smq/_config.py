@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ._errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameter
-from ._names import FIFO_SUFFIX
+from ._names import FIFO_SUFFIX, split_name
 from ._names import check_queue_name as check_queue_name  # re-exported: its old home
 
 MAX_VISIBILITY_TIMEOUT = 43200
@@ -327,6 +327,86 @@ def check_setting_names(settings: Mapping[str, object]) -> None:
     if unknown:
         raise InvalidAttributeName(
             f"unknown queue attribute(s) {', '.join(unknown)}; known: {', '.join(sorted(SETTING_NAMES))}"
+        )
+
+
+def new_queue_config(name: str, settings: Mapping[str, Any]) -> QueueConfig:
+    """The config of a new queue ``name`` with ``settings`` (QueueConfig fields) over its kind's defaults.
+
+    Checks all a creation can without Redis (``Client.create_queue`` calls
+    it): the name, each setting's range, FIFO settings on a FIFO queue only,
+    ``fifo_queue`` agreeing with the name, a sharded FIFO queue's
+    deduplication scope, and the dead-letter queue's name and kind (whether
+    it exists is the caller's to check). Raises InvalidParameter subclasses.
+    """
+    check_queue_name(name)
+    check_setting_names(settings)
+    fifo = is_fifo_name(name)
+    if settings.get("fifo_queue", fifo) != fifo:
+        raise InvalidAttributeValue(
+            f"queue {name!r}: a FIFO queue's name ends in .fifo, and only a FIFO queue's does"
+        )
+    defaults: dict[str, Any] = {"fifo_queue": fifo}
+    if fifo:
+        defaults["inflight_limit"] = FIFO_INFLIGHT_LIMIT
+        if settings.get("shards", 1) != 1:
+            # A group maps to one shard, so a deduplication id is checked in its group's.
+            if settings.get("deduplication_scope", "messageGroup") != "messageGroup":
+                raise InvalidAttributeValue(
+                    f"queue {name!r}: a sharded FIFO queue deduplicates within message groups "
+                    "(deduplication_scope 'messageGroup')"
+                )
+            defaults["deduplication_scope"] = "messageGroup"
+    config = QueueConfig(**{**defaults, **settings})
+    check_dead_letter_target(name, config)
+    return config
+
+
+def changed_config(name: str, settings: Mapping[str, Any], *, fifo: bool, sharded: bool) -> QueueConfig:
+    """A QueueConfig of ``settings``, a change to queue ``name`` (FIFO or not, sharded or not).
+
+    Checks all a change can without Redis (``Queue.set_attributes`` calls
+    it): names and ranges, settings fixed at creation, a sharded queue's
+    deduplication scope, and the dead-letter queue's name and kind.
+    """
+    check_setting_names(settings)
+    if not settings:
+        raise InvalidParameter("set_attributes needs at least one setting")
+    for fixed in ("fifo_queue", "shards"):
+        if fixed in settings:
+            raise InvalidAttributeValue(f"{fixed} is set when queue {name!r} is created, never changed")
+    if sharded and settings.get("deduplication_scope", "messageGroup") != "messageGroup":
+        raise InvalidAttributeValue(
+            f"queue {name!r} is sharded: its deduplication_scope is messageGroup, never queue"
+        )
+    config = QueueConfig(**settings, fifo_queue=fifo)
+    check_dead_letter_target(name, config, sharded=sharded)
+    return config
+
+
+def check_dead_letter_target(name: str, config: QueueConfig, *, sharded: bool = False) -> None:
+    """Check the dead-letter queue of queue ``name``'s ``config``, but for whether it exists.
+
+    A queue may be its own dead-letter queue (not a sharded one); another
+    must share its region and account, and its kind (FIFO or standard).
+    """
+    policy = config.redrive_policy
+    if policy is None:
+        return
+    if policy.dead_letter_queue == name:
+        # Accepted, as SQS does: no message ever leaves for it (receive counts just grow).
+        if sharded or config.shards > 1:
+            raise InvalidAttributeValue(f"sharded queue {name!r} cannot be its own dead-letter queue")
+        return
+    if split_name(policy.dead_letter_queue)[:2] != split_name(name)[:2]:
+        raise InvalidAttributeValue(
+            f"the dead-letter queue of {name!r} must be in its region and account, "
+            f"not {policy.dead_letter_queue!r}"
+        )
+    if is_fifo_name(policy.dead_letter_queue) != is_fifo_name(name):
+        kind = "a FIFO queue" if is_fifo_name(name) else "a standard queue"
+        raise InvalidAttributeValue(
+            f"the dead-letter queue of {kind} must be {kind}, not {policy.dead_letter_queue!r}"
         )
 
 

@@ -16,13 +16,12 @@ from ._config import (
     MAX_VISIBILITY_TIMEOUT,
     QueueConfig,
     QueueInfo,
+    changed_config,
     check_extra_attributes,
     check_int,
-    check_setting_names,
     is_fifo_name,
 )
 from ._errors import (
-    InvalidAttributeValue,
     InvalidParameter,
     SmqError,
     Status,
@@ -690,20 +689,10 @@ class Queue:
         value removes one (as SQS does when Policy is set to ""). A sharded
         queue's shards take the change one after the other, in this call.
         """
-        check_setting_names(settings)
-        if not settings:
-            raise InvalidParameter("set_attributes needs at least one setting")
-        for fixed in ("fifo_queue", "shards"):
-            if fixed in settings:
-                raise InvalidAttributeValue(
-                    f"{fixed} is set when queue {self.name!r} is created, never changed"
-                )
+        config = changed_config(self.name, settings, fifo=self.fifo, sharded=False)  # before Redis is asked
         shards = self._shards()
-        if shards and settings.get("deduplication_scope", "messageGroup") != "messageGroup":
-            raise InvalidAttributeValue(
-                f"queue {self.name!r} is sharded: its deduplication_scope is messageGroup, never queue"
-            )
-        config = QueueConfig(**settings, fifo_queue=self.fifo)
+        if shards:
+            config = changed_config(self.name, settings, fifo=self.fifo, sharded=True)
         self._client._check_dead_letter_target(self.name, config, sharded=bool(shards))
         meta = config.to_meta(set(settings) - {"extra_attributes"})
         if "extra_attributes" in settings:

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._attributes import integer_text as integer_text  # re-exported: its old home
 from ._errors import SqsError
-
-# An integer as smq reads one from text: ASCII digits, an optional leading
-# '-', nothing around them, and no leading zero ("045" is not 45: a value
-# written so is more likely a mistake, or an octal, than a decimal). 18
-# digits are past every range SQS has, and keep int() far from Python's
-# limit on the digits it converts.
-_INTEGER = re.compile(r"0|-?[1-9][0-9]{0,17}")
-
-
-def integer_text(text: str) -> int | None:
-    """The value of ``text`` if it is such an integer, else None."""
-    return int(text) if _INTEGER.fullmatch(text) else None
 
 
 def shown(value: object) -> str:

@@ -6,10 +6,10 @@ import base64
 import binascii
 import functools
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._attributes import ATTRIBUTE_OF, FIFO_ONLY, SETTINGS, SHARDS, STORED, in_attribute_words
 from .._config import (
     MAX_SHARDS,
     QueueInfo,
@@ -37,22 +37,6 @@ from ._policy_quotas import check_policy_quotas
 
 Result = dict[str, Any]
 
-# SQS attribute -> QueueConfig field
-SETTINGS = {
-    "VisibilityTimeout": "visibility_timeout",
-    "DelaySeconds": "delay_seconds",
-    "MessageRetentionPeriod": "message_retention_period",
-    "MaximumMessageSize": "maximum_message_size",
-    "ReceiveMessageWaitTimeSeconds": "receive_message_wait_time_seconds",
-}
-# Kept and returned as given; smq does not act on them.
-STORED = (
-    "Policy",
-    "KmsMasterKeyId",
-    "KmsDataKeyReusePeriodSeconds",
-    "SqsManagedSseEnabled",
-    "RedriveAllowPolicy",
-)
 READ_ONLY = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -61,22 +45,6 @@ READ_ONLY = (
     "LastModifiedTimestamp",
     "QueueArn",
 )
-# SQS attribute -> QueueConfig field, FIFO queues only
-FIFO_ONLY = {
-    "ContentBasedDeduplication": "content_based_deduplication",
-    "DeduplicationScope": "deduplication_scope",
-    "FifoThroughputLimit": "fifo_throughput_limit",
-}
-SHARDS = "SmqShards"
-"""smq's own attribute: the shards of a queue (1-32), set at creation only."""
-# QueueConfig field -> SQS attribute (extra attributes are named as in SQS already)
-_ATTRIBUTE_OF = {
-    **{field: name for name, field in SETTINGS.items()},
-    **{field: name for name, field in FIFO_ONLY.items()},
-    "redrive_policy": "RedrivePolicy",
-    "fifo_queue": "FifoQueue",
-    "shards": SHARDS,
-}
 ALL_NAMES = ("All", *SETTINGS, "RedrivePolicy", *STORED, *READ_ONLY, "FifoQueue", *FIFO_ONLY, SHARDS)
 
 
@@ -206,14 +174,9 @@ def _settings(ctx: Context, attributes: Mapping[str, str], *, creating: bool, fi
     return settings
 
 
-_FIELD_OR_QUOTED = re.compile("'[^']*'|\\b(?:" + "|".join(map(re.escape, _ATTRIBUTE_OF)) + ")\\b")
-
-
 def _in_sqs_words(error: InvalidAttributeName | InvalidAttributeValue) -> SqsError:
     """A queue attribute refused by the core, named as SQS names it (never by a Python field)."""
-    # Quoted text (a queue's name) stays as it is; field names outside quotes become SQS's.
-    text = _FIELD_OR_QUOTED.sub(lambda m: _ATTRIBUTE_OF.get(m.group(0), m.group(0)), str(error))
-    return SqsError(type(error).__name__, text)
+    return SqsError(type(error).__name__, in_attribute_words(str(error)))
 
 
 async def _check_dead_letter_queue(ctx: Context, settings: Mapping[str, Any], source: str) -> None:
@@ -252,7 +215,7 @@ async def create_queue(ctx: Context, params: Result) -> Result:
         raise SqsError(
             "QueueNameExists",
             "A queue already exists with the same name and a different value for attribute "
-            + _ATTRIBUTE_OF.get(error.setting, error.setting),
+            + ATTRIBUTE_OF.get(error.setting, error.setting),
         ) from None
     return {"QueueUrl": ctx.url_of(name)}
 
