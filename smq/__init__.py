@@ -14,6 +14,7 @@ Start with ``Client``::
 
 from ._client import Client
 from ._config import COUNTERS, MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, RedrivePolicy
+from ._declared import QueueChange
 from ._digest import md5_of_attributes, md5_of_body
 from ._errors import (
     BackendError,
@@ -24,6 +25,7 @@ from ._errors import (
     InvalidAttributeName,
     InvalidAttributeValue,
     InvalidBatchEntryId,
+    InvalidDeclaration,
     InvalidMessageContents,
     InvalidParameter,
     InvalidQueueName,
@@ -85,6 +87,7 @@ __all__ = [
     "InvalidAttributeName",
     "InvalidAttributeValue",
     "InvalidBatchEntryId",
+    "InvalidDeclaration",
     "InvalidMessageContents",
     "InvalidParameter",
     "InvalidQueueName",
@@ -103,6 +106,7 @@ __all__ = [
     "PeekedMessage",
     "PurgeQueueInProgress",
     "Queue",
+    "QueueChange",
     "QueueConfig",
     "QueueDoesNotExist",
     "QueueInfo",

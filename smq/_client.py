@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from . import _move_tasks
+from . import _declared, _move_tasks
 from ._access import acl_hint, check_access, refusal
 from ._config import (
     QueueConfig,
@@ -33,6 +34,7 @@ from ._config import (
     check_queue_name,
     new_queue_config,
 )
+from ._declared import QueueChange
 from ._errors import (
     BackendError,
     InvalidParameter,
@@ -364,6 +366,25 @@ class Client:
                 break
             moved += redrive(self, shard, destination or "", left)
         return moved
+
+    def apply_queues(
+        self, declared: str | os.PathLike[str] | Mapping[str, Any], *, dry_run: bool = False
+    ) -> list[QueueChange]:
+        """Create or update the queues a declared-queues file declares (see Declared queues).
+
+        ``declared`` is the path of a TOML file (``[queues.NAME]`` tables of
+        SQS attributes and ``tags``), or the mapping such a file parses to.
+        A queue that does not exist is created; one that exists gets the
+        attributes and tags declared (those not declared stay as they are).
+        Dead-letter queues come first. The whole file is checked first,
+        against the queues that exist too: an error raises
+        InvalidDeclaration, naming the file, queue and attribute, and
+        nothing is changed. With ``dry_run``, nothing is changed either.
+        Returns one QueueChange per queue, in the order applied; a second
+        run of the same file reports every queue ``unchanged``.
+        """
+        declaration = _declared.parse(declared) if isinstance(declared, Mapping) else _declared.load(declared)
+        return _declared.apply(self, declaration, dry_run=dry_run)
 
     def dead_letter_sources(self, name: str, *, limit: int | None = None, after: str = "") -> list[str]:
         """Names of the queues whose redrive policy names ``name`` as dead-letter queue.

@@ -11,6 +11,7 @@
     │   ├── MessageTooLong
     │   ├── MissingParameter             e.g. a FIFO send without MessageGroupId
     │   ├── VisibilityCeilingExceeded    change past 12 h after the receive
+    │   ├── InvalidDeclaration           a declared-queues file smq refuses
     │   └── BatchError
     │       ├── EmptyBatchRequest
     │       ├── TooManyEntriesInBatchRequest
@@ -79,6 +80,27 @@ class MissingParameter(InvalidParameter):
 
 class VisibilityCeilingExceeded(InvalidParameter):
     """A visibility change that would pass 12 hours after the receive."""
+
+
+class InvalidDeclaration(InvalidParameter):
+    """A declared-queues file (or mapping) that smq refuses, before anything was applied.
+
+    Its text is one line that names the file, the queue and the field:
+    ``queues.toml: queue "jobs": VisibilityTimeout: must be an integer from 0 to 43200, not 50000``.
+
+    Attributes:
+        source: The file's name (``"declared queues"`` for a mapping).
+        queue: The queue the error is about, or None (the file as a whole).
+        field: The attribute the error is about, as the file names it
+            (``VisibilityTimeout``, ``tags``), or None.
+    """
+
+    def __init__(self, source: str, reason: str, queue: str | None = None, field: str | None = None) -> None:
+        where = [source] + ([f'queue "{queue}"'] if queue is not None else []) + ([field] if field else [])
+        super().__init__(": ".join([*where, reason]))
+        self.source = source
+        self.queue = queue
+        self.field = field
 
 
 class BatchError(InvalidParameter):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import (  # noqa: F401
     _acl,
     _analyze,
+    _apply,
     _demo,
     _dlq,
     _events,

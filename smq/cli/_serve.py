@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .. import _declared
 from .._client import Client
 from .._errors import InvalidParameter, SmqError
 from .._settings import Settings
@@ -186,6 +187,15 @@ def _is_loopback(host: str) -> bool:
     help="Address of the --metrics-port listener.",
 )
 @click.option(
+    "--queues",
+    "queues_file",
+    envvar="SMQ_QUEUES",
+    default=None,
+    metavar="FILE",
+    help="Create or update the queues this TOML file declares before listening, as smq queue apply "
+    "does; a file in error stops the server before it listens.",
+)
+@click.option(
     "--access-log/--no-access-log",
     envvar="SMQ_ACCESS_LOG",
     default=True,
@@ -216,6 +226,7 @@ def serve(
     metrics_port: int | None,
     metrics_host: str,
     access_log: bool,
+    queues_file: str | None,
     data_dir: Path,
 ) -> None:
     """Serve the SQS API (JSON and Query protocols) over HTTP, or HTTPS with --tls-cert.
@@ -258,6 +269,8 @@ def serve(
             server_context(tls_cert, tls_key)  # a bad file: one line now, not at the first connection
     except ValueError as error:
         _fail(str(error))
+    # The file's own errors before Redis is reached (or started); the rest once it is.
+    declaration = _declared.load(queues_file) if queues_file is not None else None
     log_to_stderr()
     if not keys:
         click.echo("smq serve: authentication is off (no access keys configured)", err=True)
@@ -273,6 +286,9 @@ def serve(
         except InvalidParameter as error:
             _fail(f"--redis-url (or SMQ_REDIS_URL): {error}")
         try:
+            if declaration is not None:
+                for change in _declared.apply(client, declaration):
+                    click.echo(f"smq serve: {declaration.source}: {change}", err=True)
             asyncio.run(run(client, config, host, port, on_ready=ready))
         except OSError as error:
             _fail(f"cannot listen on {host}:{port}: {error.strerror or error}")
