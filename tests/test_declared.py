@@ -4,6 +4,7 @@ on a real Redis. The command line and ``smq serve --queues`` are in test_cli_dec
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -382,3 +383,12 @@ def test_the_example_file_in_deploy_declares_the_queues_the_setup_job_creates(
     jobs = redis_client.queue("jobs").attributes().config
     assert jobs.visibility_timeout == 30
     assert jobs.redrive_policy == smq.RedrivePolicy("jobs-dlq", 5)
+
+
+def test_the_files_the_docs_show_apply(redis_client: smq.Client, write: Write) -> None:
+    page = (ROOT / "docs" / "declared-queues.md").read_text()
+    blocks = [block for block in re.findall(r"```toml\n(.*?)```", page, re.S) if "--8<--" not in block]
+    assert blocks
+    for block in blocks:
+        changes = redis_client.apply_queues(write(block))
+        assert {change.action for change in changes} == {"created"}
