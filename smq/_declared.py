@@ -230,7 +230,7 @@ def _queue(source: str, name: str, attributes: object) -> DeclaredQueue:
 def _integer(value: object) -> object:
     """An integer written as one or as text (``"30"``, as SQS takes them); else the value as it is."""
     if isinstance(value, str):
-        number = integer_text(value.strip())
+        number = integer_text(value)
         return value if number is None else number
     return value
 
@@ -310,7 +310,7 @@ def _unknown(name: str, word: str, value: object) -> str:
     if isinstance(value, Mapping) and is_fifo_name(f"{name}.{word}"):
         return f'unknown attribute; a FIFO queue\'s name needs quotes: [queues."{name}.{word}"]'
     folded = {known.lower(): known for known in _KNOWN}
-    close = difflib.get_close_matches(word.lower(), list(folded), n=1)
+    close = difflib.get_close_matches(str(word).lower(), list(folded), n=1)
     hint = f"did you mean {folded[close[0]]}?" if close else f"known: {', '.join(_KNOWN)}"
     return f"unknown attribute; {hint}"
 
@@ -359,22 +359,22 @@ def _in_order(source: str, queues: list[DeclaredQueue]) -> tuple[DeclaredQueue, 
     by_name = {queue.name: queue for queue in queues}
     ordered: dict[str, DeclaredQueue] = {}
     for first in queues:
-        path: list[DeclaredQueue] = []
-        queue: DeclaredQueue | None = first
-        while queue is not None and queue.name not in ordered:
-            if queue in path:
-                cycle = [q.name for q in path[path.index(queue) :]] + [queue.name]
+        path: list[str] = []  # first, its dead-letter queue, that one's, ... until one is ordered
+        name: str | None = first.name
+        while name is not None and name not in ordered:
+            if name in path:
+                cycle = [*path[path.index(name) :], name]
                 raise InvalidDeclaration(
                     source,
                     f"the dead-letter queues form a cycle: {' -> '.join(cycle)}",
-                    queue.name,
-                    queue.redrive_words[0],
+                    name,
+                    by_name[name].redrive_words[0],
                 )
-            path.append(queue)
-            target = _target(queue)
-            queue = by_name.get(target) if target is not None and target != queue.name else None
-        for queue in reversed(path):
-            ordered[queue.name] = queue
+            path.append(name)
+            target = _target(by_name[name])
+            name = target if target in by_name and target != name else None
+        for name in reversed(path):
+            ordered[name] = by_name[name]
     return tuple(ordered.values())
 
 
