@@ -166,3 +166,26 @@ def test_serve_with_a_file_in_error_exits_non_zero_before_listening(
     errors = [line for line in done.stderr.splitlines() if line.startswith("smq: ")]
     assert len(errors) == 1 and errors[0].startswith(f"smq: {path}: {reason}"), done.stderr
     assert redis_client.list_queues() == []
+
+
+def test_serve_with_queues_exits_non_zero_when_redis_cannot_be_reached(tmp_path: Path) -> None:
+    path = tmp_path / "queues.toml"
+    path.write_text(FILE)
+    done = subprocess.run(
+        [
+            str(BIN / "smq"),
+            "serve",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+            "--port",
+            "0",
+            "--queues",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "listening" not in done.stdout
+    assert done.stderr.splitlines()[-1].startswith(f"smq: applying {path}: "), done.stderr

@@ -10,7 +10,7 @@ import click
 
 from .. import _declared
 from .._client import Client
-from .._errors import InvalidParameter, SmqError
+from .._errors import InvalidDeclaration, InvalidParameter, SmqError
 from .._settings import Settings
 from ._base import fail as _fail
 from ._base import main
@@ -37,6 +37,18 @@ def _access_keys(values: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str
             if account:
                 accounts[key_id] = account
     return keys, accounts
+
+
+def _apply_queues(client: Client, declaration: _declared.Declaration) -> None:
+    """Apply the declared queues (``--queues``), a line per queue on stderr; an error ends serve."""
+    try:
+        changes = _declared.apply(client, declaration)
+    except InvalidDeclaration as error:
+        _fail(str(error))  # names the file already
+    except SmqError as error:
+        _fail(f"applying {declaration.source}: {error}")
+    for change in changes:
+        click.echo(f"smq serve: {declaration.source}: {change}", err=True)
 
 
 def _is_loopback(host: str) -> bool:
@@ -287,8 +299,7 @@ def serve(
             _fail(f"--redis-url (or SMQ_REDIS_URL): {error}")
         try:
             if declaration is not None:
-                for change in _declared.apply(client, declaration):
-                    click.echo(f"smq serve: {declaration.source}: {change}", err=True)
+                _apply_queues(client, declaration)
             asyncio.run(run(client, config, host, port, on_ready=ready))
         except OSError as error:
             _fail(f"cannot listen on {host}:{port}: {error.strerror or error}")
