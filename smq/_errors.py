@@ -93,6 +93,7 @@ class InvalidDeclaration(InvalidParameter):
         queue: The queue the error is about, or None (the file as a whole).
         field: The attribute the error is about, as the file names it
             (``VisibilityTimeout``, ``tags``), or None.
+        reason: What is wrong, without the file, queue and field.
     """
 
     def __init__(self, source: str, reason: str, queue: str | None = None, field: str | None = None) -> None:
@@ -101,6 +102,10 @@ class InvalidDeclaration(InvalidParameter):
         self.source = source
         self.queue = queue
         self.field = field
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[InvalidDeclaration], tuple[str, str, str | None, str | None]]:
+        return type(self), (self.source, self.reason, self.queue, self.field)
 
 
 class BatchError(InvalidParameter):

@@ -4,6 +4,7 @@ on a real Redis. The command line and ``smq serve --queues`` are in test_cli_dec
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import textwrap
 from collections.abc import Callable
@@ -220,6 +221,8 @@ def test_an_error_is_one_line_naming_the_file_queue_and_field(redis_client: smq.
     )
     assert (error.source, error.queue, error.field) == (str(path), "jobs", "VisibilityTimeout")
     assert isinstance(error, smq.InvalidParameter) and isinstance(error, smq.SmqError)
+    assert error.reason == "must be an integer from 0 to 43200, not 50000"
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)  # as a worker process hands it back
     assert redis_client.list_queues() == []  # "ok" was not applied either
 
 
