@@ -222,7 +222,7 @@ def test_an_error_is_one_line_naming_the_file_queue_and_field(redis_client: smq.
     assert (error.source, error.queue, error.field) == (str(path), "jobs", "VisibilityTimeout")
     assert isinstance(error, smq.InvalidParameter) and isinstance(error, smq.SmqError)
     assert error.reason == "must be an integer from 0 to 43200, not 50000"
-    assert str(pickle.loads(pickle.dumps(error))) == str(error)  # as a worker process hands it back
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)  # as it crosses processes
     assert redis_client.list_queues() == []  # "ok" was not applied either
 
 
