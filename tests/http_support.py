@@ -43,6 +43,10 @@ class Server:
 
     def __init__(self, redis_url: str, *args: str, env: dict[str, str] | None = None) -> None:
         self.log = tempfile.NamedTemporaryFile("w+", prefix="smq-serve-", suffix=".log", delete=False)
+        # The tests read the access lines in the log file: on stderr, as asked, not as auto would choose.
+        chosen = any(arg.startswith(("--access-log", "--no-access-log")) for arg in args)
+        if not chosen and "SMQ_ACCESS_LOG" not in (env or {}):
+            args = ("--access-log", "stderr", *args)
         command = [str(BIN / "smq"), "serve", "--redis-url", redis_url, "--port", "0", *args]
         self.process = subprocess.Popen(
             command,

@@ -168,7 +168,7 @@ def queue_settled(core: smq.Client, name: str) -> Callable[[], smq.QueueInfo | N
 def test_the_page_states_the_settings_its_tests_rely_on(app: Any) -> None:
     assert app.conf.broker_transport_options == PAGE_OPTIONS
     assert app.conf.task_acks_late is True
-    assert "pip install 'smq-redis[embedded]' 'celery[sqs]'" in _page()
+    assert "pip install '.[embedded]' 'celery[sqs]'" in _page()
 
 
 def test_the_celery_page_example_runs_as_written(

@@ -151,4 +151,4 @@ def test_settings_may_be_the_first_argument_of_a_client() -> None:
 
 def test_smq_version_names_the_release_and_the_distribution() -> None:
     done = _smq("--version")
-    assert (done.returncode, done.stdout) == (0, f"smq {smq.__version__} (smq-redis on PyPI)\n")
+    assert (done.returncode, done.stdout) == (0, f"smq {smq.__version__} (smq-redis)\n")

