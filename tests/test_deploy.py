@@ -405,7 +405,7 @@ def test_every_smq_command_and_option_the_deployment_files_use_exists(
     parsed: list[tuple[Invocation, Parsed]],
 ) -> None:
     # _parse fails on an unknown command or option, or a value click refuses.
-    assert {p.command for _, p in parsed} == {"serve", "worker", "exporter", "queue create"}
+    assert {p.command for _, p in parsed} == {"serve", "worker", "exporter", "queue apply"}
 
 
 def test_every_smq_variable_the_deployment_files_set_is_read_by_its_command(
@@ -478,29 +478,80 @@ def test_grace_periods_outlast_the_graceful_stop_of_each_process(
             assert invocation.pod["terminationGracePeriodSeconds"] > needed, invocation.where
 
 
-def test_the_workers_run_the_example_handler_on_the_queue_setup_creates(
+QUEUES_FILE = "/etc/smq/queues.toml"
+
+
+def _declared() -> dict[str, Any]:
+    import tomllib  # Python 3.11+; the suite's interpreter
+
+    return tomllib.loads((DEPLOY / "queues.toml").read_text())
+
+
+def test_the_workers_run_the_example_handler_on_a_declared_queue(
     parsed: list[tuple[Invocation, Parsed]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(HANDLERS))
     for invocation, result in _runs(parsed, "worker"):
         assert load_handler(result.params["handler"]).__module__ == "example", invocation.where
         assert result.params["queue"] == "jobs"
-    created = [p.params["name"] for _, p in _runs(parsed, "queue create")]
-    assert created == ["jobs-dlq", "jobs"] * 2  # compose, then the Kubernetes Job
+    assert _declared()["queues"]["jobs"]["DeadLetterQueue"] == "jobs-dlq"
 
 
-def test_the_setup_commands_create_jobs_with_a_redrive_to_jobs_dlq(
-    parsed: list[tuple[Invocation, Parsed]], redis_client: smq.Client, redis_server: EmbeddedRedis
+def _mounts_the_declared_queues(invocation: Invocation) -> bool:
+    """The file at QUEUES_FILE is deploy/queues.toml (compose) or the ConfigMap smq-queues."""
+    if invocation.pod is None:
+        return f"./queues.toml:{QUEUES_FILE}:ro" in invocation.spec.get("volumes", [])
+    (mount,) = [
+        m for m in invocation.spec.get("volumeMounts", []) if m["mountPath"] == str(Path(QUEUES_FILE).parent)
+    ]
+    (volume,) = [v for v in invocation.pod["volumes"] if v["name"] == mount["name"]]
+    return bool(mount.get("readOnly")) and volume == {
+        "name": mount["name"],
+        "configMap": {"name": "smq-queues"},
+    }
+
+
+def test_the_api_applies_the_declared_queues_and_the_optional_setup_jobs_apply_the_same_file(
+    parsed: list[tuple[Invocation, Parsed]],
 ) -> None:
-    setups = _runs(parsed, "queue create")
-    compose = [i.argv for i, _ in setups if i.pod is None]
-    assert compose == [i.argv for i, _ in setups if i.pod is not None], "compose and Kubernetes agree"
-    for _ in range(2):  # a second run (the Job runs again on each apply) changes nothing
-        for argv in compose:
-            done = CliRunner().invoke(main, argv, env={"SMQ_REDIS_URL": redis_server.url})
-            assert done.exit_code == 0, done.output
+    import tomllib
+
+    servers = _runs(parsed, "serve")
+    assert {i.pod is None for i, _ in servers} == {True, False}, "compose and Kubernetes"
+    for invocation, result in servers:
+        assert result.params["queues_file"] == QUEUES_FILE, invocation.where
+        assert _mounts_the_declared_queues(invocation), invocation.where
+    setups = _runs(parsed, "queue apply")
+    assert {i.pod is None for i, _ in setups} == {True, False}, "compose and Kubernetes"
+    for invocation, result in setups:
+        assert result.params["file"] == QUEUES_FILE, invocation.where
+        assert _mounts_the_declared_queues(invocation), invocation.where
+    (config,) = [doc for doc in _of_kind("ConfigMap") if doc["metadata"]["name"] == "smq-queues"]
+    assert tomllib.loads(config["data"]["queues.toml"]) == _declared(), "the ConfigMap is deploy/queues.toml"
+    kustomized = _documents(K8S / "kustomization.yaml")[0]["resources"]
+    assert not any("optional" in resource for resource in kustomized), "the Job is optional"
+
+
+def test_applying_the_declared_queues_makes_jobs_with_a_redrive_to_jobs_dlq_and_again_changes_nothing(
+    redis_client: smq.Client, redis_server: EmbeddedRedis
+) -> None:
+    outputs = []
+    for _ in range(2):  # a second run (every API start, the Job again) changes nothing
+        done = CliRunner().invoke(
+            main, ["queue", "apply", str(DEPLOY / "queues.toml")], env={"SMQ_REDIS_URL": redis_server.url}
+        )
+        assert done.exit_code == 0, done.output
+        outputs.append(done.output)
+    assert "created jobs-dlq" in outputs[0] and "created jobs" in outputs[0], outputs[0]
+    assert outputs[1].split() == ["unchanged", "jobs-dlq", "unchanged", "jobs"], outputs[1]
     policy = redis_client.get_queue("jobs").attributes().config.redrive_policy
     assert policy is not None and policy.dead_letter_queue == "jobs-dlq" and policy.max_receive_count == 5
+
+
+def test_the_kustomize_image_tag_is_the_package_version() -> None:
+    (kustomization,) = _documents(K8S / "kustomization.yaml")
+    (image,) = kustomization["images"]
+    assert image["newTag"] == smq.__version__
 
 
 # -- Kubernetes: the objects agree with each other ----------------------------------------------
@@ -603,20 +654,36 @@ def test_the_dockerfile_copies_what_pip_install_needs_and_dockerignore_keeps_it(
         source = setuptools.get("package-dir", {}).get(package, package.replace(".", "/"))
         needed.add(source.split("/")[0])
     instructions = _dockerfile()
-    assert instructions[0] == ("FROM", "python:3.11-slim")
-    copied = {src for instruction, arg in instructions if instruction == "COPY" for src in arg.split()[:-1]}
+    assert instructions[0] == ("ARG", "BASE=python:3.11-slim")
+    copied = {
+        src
+        for instruction, arg in instructions
+        if instruction == "COPY" and not arg.startswith("--from")
+        for src in arg.split()[:-1]
+    }
     assert needed <= copied, f"COPY misses {needed - copied}"
-    assert ("RUN", "pip install . && rm -rf /src") in instructions
+    # The wheels deploy/build-image downloads reach the build; the rest of build/ does not.
+    assert "build/image-wheel[s]" in copied
     ignored = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
     ignored = [line for line in ignored if line and not line.startswith("#")]
-    for path in copied:
+    for path in copied - {"build/image-wheel[s]"}:
         assert not any(re.fullmatch(p.replace("**/", "").replace("*", "[^/]*"), path) for p in ignored), path
-    assert {".git", ".venv", "build", ".smq", "**/__pycache__", ".pytest_cache"} <= set(ignored)
+    assert {
+        ".git",
+        ".venv",
+        "build/*",
+        "!build/image-wheels",
+        ".smq",
+        "**/__pycache__",
+        ".pytest_cache",
+    } <= set(ignored)
     (entrypoint,) = [json.loads(arg) for instruction, arg in instructions if instruction == "ENTRYPOINT"]
-    assert entrypoint[-1] == "smq"
+    assert entrypoint[-1] == "/opt/smq/bin/docker-entrypoint"
+    assert 'exec smq "$@"' in (DEPLOY / "docker-entrypoint.sh").read_text()
     # The handler folder is copied where PYTHONPATH points, so `example:handle` imports.
     (handlers,) = [arg.split()[1] for instruction, arg in instructions if arg.startswith("deploy/handlers ")]
-    assert ("ENV", f"PYTHONPATH={handlers}") in instructions
+    environment = [arg.split() for instruction, arg in instructions if instruction == "ENV"]
+    assert any(f"PYTHONPATH={handlers}" in words for words in environment)
 
 
 def test_redis_runs_with_aof_and_noeviction_in_compose_and_in_kubernetes() -> None:

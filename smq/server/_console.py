@@ -91,7 +91,7 @@ class Console:
         session, cookie = self.session_of(request)
         prefix = request.query.get("prefix", "").strip()
         rows, more = await self._rows(self.context(request, session), prefix)
-        who = f"signed in as {session.key_id}" if session.key_id else "no access keys: open to this host"
+        who = f"signed in as {session.key_id}" if session.key_id else "no access keys: open to all"
         page = queues_page(
             rows, prefix, who, self.sessions.csrf_token(session), more=more, signs_out=self.sessions.signs_in
         )
