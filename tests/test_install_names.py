@@ -32,7 +32,7 @@ EXTRAS = set(re.findall(r"^([a-z]+) = \[", _PYPROJECT.split("[project.optional-d
 _REQUIRED = _PYPROJECT[_PYPROJECT.index("dependencies = [") : _PYPROJECT.index("[project.scripts]")]
 _DEPENDENCIES = {_normalized(name) for name in re.findall(r'"([A-Za-z][A-Za-z0-9._-]*)[\[<>=!~"]', _REQUIRED)}
 # Other projects the docs install, each looked up on PyPI when it was first named.
-_ELSEWHERE_ON_PYPI = {"awscli", "pipx", "localstack-core", "cbor2", "venv-pack"}
+_ELSEWHERE_ON_PYPI = {"awscli", "pipx", "localstack-core", "cbor2", "venv-pack", "dumb-init"}
 # The file `python -m pip wheel --no-deps -w dist .` makes, and that command.
 WHEEL = f"smq_redis-{smq.__version__}-py3-none-any.whl"
 _WHEEL_COMMAND = re.compile(r"pip wheel --no-deps -w dist \.")
@@ -92,7 +92,7 @@ def _problems(text: str) -> list[str]:
                     wrong.append(f"{command} (smq has no extra {sorted(unknown)})")
                 continue
             name = _normalized(re.match(r"[A-Za-z0-9._-]*", base).group(0))  # type: ignore[union-attr]
-            if name == DISTRIBUTION and not ON_PYPI:
+            if name == DISTRIBUTION and not ON_PYPI and "--no-index" not in command.split():
                 wrong.append(
                     f"{command} ({DISTRIBUTION} is not on PyPI yet: install the checkout or a wheel)"
                 )
@@ -152,6 +152,7 @@ def test_the_check_catches_instructions_that_install_nothing_or_the_wrong_thing(
         "pip install '/path/to/smq[embedded,spark]'",
         f"python -m pip wheel --no-deps -w dist .\npip install 'dist/{WHEEL}[embedded]'",
         "pip install awscli boto3",
+        "pip install --no-index --find-links /wheels 'smq-redis[embedded]==0.2.0'",  # wheels at hand
         ".venv/bin/pip install boto3 # the tour's client",
     ],
 )
