@@ -275,8 +275,10 @@ def test_given_a_redis_the_container_uses_it_and_requires_access_keys(
 ) -> None:
     port = free_port()
     name = f"smq-prod-{uuid.uuid4().hex[:8]}"
-    env = ["-e", f"SMQ_REDIS_URL={network_redis.url}", "-e", f"SMQ_PORT={port}"]
-    refused = docker("run", "--rm", "--network", "host", "--read-only", *env, image, check=False)
+    args = ["-e", f"SMQ_REDIS_URL={network_redis.url}", "-e", f"SMQ_PORT={port}"]
+    # /data not writable either, as under Kubernetes' read-only root with no volume there.
+    args += ["--mount", "type=tmpfs,destination=/data,tmpfs-mode=0555"]
+    refused = docker("run", "--rm", "--network", "host", "--read-only", *args, image, check=False)
     assert refused.returncode != 0
     assert "refusing to serve 0.0.0.0 without authentication" in refused.stderr, refused.stderr
     assert "development mode" not in refused.stderr
@@ -289,7 +291,7 @@ def test_given_a_redis_the_container_uses_it_and_requires_access_keys(
         "--network",
         "host",
         "--read-only",
-        *env,
+        *args,
         "-e",
         "SMQ_ACCESS_KEYS=ak:sk",
         image,
