@@ -13,12 +13,10 @@ from redis.cluster import RedisCluster
 from redis.exceptions import (
     AuthenticationError,
     BusyLoadingError,
-    ClusterDownError,
     NoPermissionError,
     RedisClusterException,
     RedisError,
     ResponseError,
-    TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -52,6 +50,7 @@ from ._move_tasks import MoveTask
 from ._moves import recover, redrive
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR
 from ._queue import Queue
+from ._redis_errors import refused
 from ._replicas import (
     NotReplicated,
     check_wait,
@@ -508,9 +507,11 @@ class Client:
             self._check_redis()
         try:
             return self._scripts.read(key, *command)
-        except (RedisConnectionError, RedisTimeoutError, *_REFUSED) as error:
+        except (RedisConnectionError, RedisTimeoutError) as error:
             raise Unavailable(f"{what} of queue {queue!r}: {error}") from error
         except RedisError as error:
+            if refused(error):
+                raise Unavailable(f"{what} of queue {queue!r}: {error}") from error
             raise BackendError(f"{what} of queue {queue!r}: {error}") from error
 
     def _at_boundary(self, what: str, queue: str, function: Any, *args: Any) -> Any:
@@ -523,9 +524,9 @@ class Client:
             if _not_run(error):
                 raise Unavailable(f"{what} on queue {queue!r} did not run: {error}") from error
             raise OutcomeUnknown(f"{what} on queue {queue!r}: {error}") from error
-        except _REFUSED as error:
-            raise Unavailable(f"{what} on queue {queue!r} did not run: {error}") from error
         except RedisError as error:
+            if refused(error):
+                raise Unavailable(f"{what} on queue {queue!r} did not run: {error}") from error
             if refused_for_replicas(error):
                 raise Unavailable(
                     f"{what} on queue {queue!r} did not run: the primary has too few replicas "
@@ -547,9 +548,9 @@ class Client:
             if _not_run(error):
                 raise Unavailable(str(error) + _tls_hint(self.settings, error)) from error
             raise BackendError(str(error) + _tls_hint(self.settings, error)) from error
-        except _REFUSED as error:
-            raise Unavailable(str(error)) from error
         except RedisError as error:
+            if refused(error):
+                raise Unavailable(str(error)) from error
             raise BackendError(str(error)) from error
 
     def _now_arg(self) -> str:
@@ -576,9 +577,9 @@ class Client:
                 raise _user_refused(error) from error
             # Whatever became of the check, the caller's call was not sent.
             raise Unavailable(f"the access check at start did not complete: {error}") from error
-        except _REFUSED as error:
-            raise Unavailable(f"the access check at start did not run: {error}") from error
         except RedisError as error:
+            if refused(error):
+                raise Unavailable(f"the access check at start did not run: {error}") from error
             raise BackendError(f"the access check failed: {error}") from error
         except BackendError as error:
             if isinstance(error.__cause__, NoPermissionError):
@@ -683,11 +684,6 @@ def _tls_hint(settings: Settings, error: BaseException) -> str:
             "with its key: Settings tls_cert and tls_key, or --redis-tls-cert and --redis-tls-key)"
         )
     return ""
-
-
-# Answers of a Redis Cluster node that refused to run a command: CLUSTERDOWN while the
-# cluster lacks a primary for some slot (a failover under way), TRYAGAIN while a slot moves.
-_REFUSED = (ClusterDownError, TryAgainError)
 
 
 def _not_run(error: BaseException) -> bool:

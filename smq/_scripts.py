@@ -481,7 +481,7 @@ class ScriptRunner:
         connection = local.connections.get(node)
         now = time.monotonic()
         if connection is not None and now - local.used.get(node, now) > _IDLE_CHECK_SECONDS:
-            if connection.is_connected and _closed_by_peer(connection):
+            if _closed_by_peer(connection):
                 # Redis closed it (restart, failover, idle timeout) while it sat
                 # unused: nothing was sent, so a fresh connection is safe.
                 self._drop(node, connection)
@@ -541,8 +541,14 @@ def text_pairs(flat: Sequence[Any]) -> dict[str, str]:
 
 
 def _closed_by_peer(connection: Any) -> bool:
-    """Whether an idle connection has something to read: from Redis, only its end."""
+    """Whether an idle connection has something to read: from Redis, only its end.
+
+    An unconnected one has nothing to read. ``_sock`` is what redis-py 5 to 8 hold
+    while connected (``is_connected`` is newer than redis-py 5).
+    """
     sock = connection._sock
+    if sock is None:
+        return False
     if not isinstance(sock, socket.socket) or not hasattr(select, "poll"):
         try:
             return bool(connection.can_read(timeout=0))

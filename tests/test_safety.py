@@ -6,10 +6,13 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 
 import smq
+from smq._scripts import _IDLE_CHECK_SECONDS
 from smq.embedded import EmbeddedRedis
 
 
@@ -218,10 +221,53 @@ def test_a_single_send_over_one_mebibyte_raises_message_too_long(redis_client: s
         redis_client.create_queue("jobs").send("x" * (1048576 + 1))
 
 
-def test_connections_redis_closed_while_idle_are_replaced(redis_server: EmbeddedRedis) -> None:
-    import time
+class _ConnectionOfRedisPy5(redis.UnixDomainSocketConnection):
+    """A connection as redis-py 5 has it: without ``is_connected`` (redis-py 6 added it)."""
 
-    client = smq.Client(redis_server.url)
+    def __getattribute__(self, name: str) -> Any:
+        if name == "is_connected":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute 'is_connected'")
+        return super().__getattribute__(name)
+
+
+_Kind = type[redis.UnixDomainSocketConnection]
+
+# The connections of the installed redis-py, and of redis-py 5 (whatever is installed).
+_CONNECTIONS = pytest.mark.parametrize(
+    "connection_class",
+    [redis.UnixDomainSocketConnection, _ConnectionOfRedisPy5],
+    ids=["installed", "redis-py-5"],
+)
+
+
+def _fresh_client_with(server: EmbeddedRedis, connection_class: _Kind) -> smq.Client:
+    with server.client() as admin:
+        admin.flushall()
+    client = smq.Client(server.url)
+    client._redis.connection_pool.connection_class = connection_class  # before its first connection
+    return client
+
+
+@_CONNECTIONS
+def test_a_script_call_after_its_connection_sat_idle_runs_on_that_connection(
+    redis_server: EmbeddedRedis, connection_class: _Kind
+) -> None:
+    client = _fresh_client_with(redis_server, connection_class)
+    queue = client.create_queue("jobs")
+    queue.send("before")
+    (held,) = client._scripts._local.connections.values()
+    time.sleep(_IDLE_CHECK_SECONDS + 0.3)  # the next call first looks whether Redis closed it
+    queue.send("after")
+    assert list(client._scripts._local.connections.values()) == [held]  # still open: kept
+    assert [m.body for m in queue.receive(10)] == ["before", "after"]
+    client.close()
+
+
+@_CONNECTIONS
+def test_connections_redis_closed_while_idle_are_replaced(
+    redis_server: EmbeddedRedis, connection_class: _Kind
+) -> None:
+    client = _fresh_client_with(redis_server, connection_class)
     queue = client.create_queue("jobs")
     queue.send("before")
     with redis_server.client() as admin:

@@ -19,9 +19,18 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    NoScriptError,
+    ResponseError,
+    TryAgainError,
+)
 
 import smq
 from http_support import Server, http_get, json_client, query_client
+from smq._redis_errors import refused, reply_error
 from smq.embedded import EmbeddedRedis
 from smq.server._errors import UNAVAILABLE
 
@@ -269,3 +278,28 @@ def test_smq_serves_event_loop_path_says_the_same(reply: bytes) -> None:
         loading.close()
         client.close()
     assert isinstance(blocking_path.value, smq.Unavailable)  # did not run
+
+
+@pytest.mark.parametrize(
+    "reply, kind",
+    [
+        ("MOVED 3999 127.0.0.1:6381", MovedError),
+        ("ASK 3999 127.0.0.1:6381", AskError),
+        ("CLUSTERDOWN The cluster is down", ClusterDownError),
+        ("TRYAGAIN Multiple keys request during rehashing of slot", TryAgainError),
+        ("NOSCRIPT No matching script. Please use EVAL.", NoScriptError),
+        ("ERR unknown command 'X'", ResponseError),
+    ],
+)
+def test_error_replies_are_read_as_redis_py_6_reads_them_whatever_redis_py_is_installed(
+    reply: str, kind: type[ResponseError]
+) -> None:
+    """redis-py 5 reads a cluster's redirects and refusals as plain ``ResponseError`` outside a
+    cluster client's connections: ``smq serve``'s event loop would answer a moved slot 500."""
+    error = reply_error(reply)
+    assert type(error) is kind
+    if isinstance(error, MovedError):
+        assert (error.slot_id, error.host, error.port) == (3999, "127.0.0.1", 6381)
+    did_not_run = kind in (ClusterDownError, TryAgainError)
+    assert refused(error) is did_not_run
+    assert refused(ResponseError(reply)) is did_not_run  # as redis-py 5 raises it from a single node

@@ -32,7 +32,6 @@ from typing import Any
 
 import hiredis
 import redis
-from redis._parsers.base import BaseParser
 from redis.cluster import RedisCluster
 from redis.exceptions import (
     AskError,
@@ -46,6 +45,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._client import Client
+from .._redis_errors import reply_error
 from .._scripts import _REPLICA, NotSent
 from .._steps import Blocking, ScriptCall, Steps
 
@@ -69,7 +69,8 @@ class _Protocol(asyncio.Protocol):
     """
 
     def __init__(self, timeout: float | None) -> None:
-        self._reader = hiredis.Reader(protocolError=InvalidResponse, replyError=BaseParser.parse_error)
+        # MOVED, ASK, ...: as redis-py 6+ parses them on every connection (redis-py 5 does not).
+        self._reader = hiredis.Reader(protocolError=InvalidResponse, replyError=reply_error)
         self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
         self._timeout = timeout
         self._watch: asyncio.TimerHandle | None = None
@@ -344,15 +345,18 @@ def _pool_options(pool: Any) -> dict[str, Any] | None:
 
 def _tls_context(connection: redis.SSLConnection) -> ssl.SSLContext | None:
     """The TLS settings of redis-py's ``connection`` as a context for asyncio, made as redis-py
-    makes its own; None for what it checks beyond the handshake (OCSP)."""
+    makes its own; None for what it checks beyond the handshake (OCSP).
+
+    Options that redis-py 5.0 lacks (verify flags, minimum version, ciphers) are read where
+    present, as that redis-py applies them where present."""
     if connection.ssl_validate_ocsp or connection.ssl_validate_ocsp_stapled:
         return None
     context = ssl.create_default_context()
     context.check_hostname = connection.check_hostname
     context.verify_mode = connection.cert_reqs
-    for flag in connection.ssl_include_verify_flags or ():
+    for flag in getattr(connection, "ssl_include_verify_flags", None) or ():
         context.verify_flags |= flag
-    for flag in connection.ssl_exclude_verify_flags or ():
+    for flag in getattr(connection, "ssl_exclude_verify_flags", None) or ():
         context.verify_flags &= ~flag
     if connection.certfile or connection.keyfile:
         context.load_cert_chain(
@@ -362,8 +366,8 @@ def _tls_context(connection: redis.SSLConnection) -> ssl.SSLContext | None:
         context.load_verify_locations(
             cafile=connection.ca_certs, capath=connection.ca_path, cadata=connection.ca_data
         )
-    if connection.ssl_min_version is not None:
+    if getattr(connection, "ssl_min_version", None) is not None:
         context.minimum_version = connection.ssl_min_version
-    if connection.ssl_ciphers:
+    if getattr(connection, "ssl_ciphers", None):
         context.set_ciphers(connection.ssl_ciphers)
     return context
