@@ -70,7 +70,8 @@ def _run(command: list[str], env: dict[str, str], timeout: float) -> subprocess.
 
 def test_the_core_and_http_tests_pass_on_the_lowest_versions_pyproject_allows(tmp_path: Path) -> None:
     declared = _project()
-    runtime = [Requirement(text) for text in declared["runtime"]]
+    # What this interpreter installs: tomli, say, only below Python 3.11.
+    runtime = [r for r in map(Requirement, declared["runtime"]) if r.marker is None or r.marker.evaluate()]
     tools = [text for text in declared["test"] if Requirement(text).name in TOOLS]
     assert sorted(Requirement(text).name for text in tools) == sorted(TOOLS)
 
