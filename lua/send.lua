@@ -44,25 +44,27 @@ local queue_delay = tonumber(settings[1])
 local max_size = tonumber(settings[2])
 local events_max = tonumber(settings[3]) or 0
 
--- Validate every entry before the first write.
+-- Validate every entry before the first write (inline: this loop runs once a message).
 local delays = {}
-local sizes = {}
 local deduplicating = false
+local too_long = false
 for i = 1, count do
   local base = 5 * i - 1
-  if ARGV[base + 4] ~= '' then
-    deduplicating = true
-  end
-  local delay = int_arg(ARGV[base + 1], -1, 900000)
-  local size = int_arg(ARGV[base + 2], 0, 1073741824)
-  if delay == nil or size == nil then
+  local delay, size = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+  if delay == nil or size == nil or delay % 1 ~= 0 or size % 1 ~= 0 or delay < -1 or delay > 900000
+      or size < 0 or size > 1073741824 then
     return fail(E_BAD_ARGUMENT, 'bad delay or size for message ' .. i)
   end
   if delay < 0 then
     delay = queue_delay
   end
   delays[i] = delay
-  sizes[i] = size
+  if size > max_size then
+    too_long = true
+  end
+  if ARGV[base + 4] ~= '' then
+    deduplicating = true
+  end
 end
 
 local reply = {OK}
@@ -72,40 +74,56 @@ local sent, duplicates = 0, 0
 local evented = events_max > 0
 -- Each record starts with the send time: formatted once, not once a message.
 local stamp = now .. '|'
-if deduplicating then
-  trim_dedup(dedup, dedup_at, now)
-end
-for i = 1, count do
-  local base = 5 * i - 1
-  local id = ARGV[base]
-  local key = ARGV[base + 4]
-  local first = false
-  if key ~= '' then
-    first = redis.call('HGET', dedup, key)
-  end
-  if sizes[i] > max_size then
-    reply[#reply + 1] = E_TOO_LONG
-    reply[#reply + 1] = max_size
-  elseif first then
-    reply[#reply + 1] = DUPLICATE
-    reply[#reply + 1] = first
-    duplicates = duplicates + 1
-  else
-    if key ~= '' then
-      remember_dedup(dedup, dedup_at, now, key, id)
-    end
-    reply[#reply + 1] = OK
-    reply[#reply + 1] = id
-    records[#records + 1] = id
-    records[#records + 1] = stamp .. ARGV[base + 3]
+if not (deduplicating or too_long or evented) then
+  -- The common batch: every message stored, no per-message branch but the delay.
+  for i = 1, count do
+    local base = 5 * i - 1
+    local id = ARGV[base]
+    reply[2 * i], reply[2 * i + 1] = OK, id
+    records[2 * i - 1], records[2 * i] = id, stamp .. ARGV[base + 3]
     if delays[i] > 0 then
       redis.call('ZADD', delayed, now + delays[i], id)
     else
       now_visible[#now_visible + 1] = id
     end
-    sent = sent + 1
-    if evented then
-      emit(events, events_max, now, 'sent', id, 0, delays[i])
+  end
+  sent = count
+else
+  if deduplicating then
+    trim_dedup(dedup, dedup_at, now)
+  end
+  for i = 1, count do
+    local base = 5 * i - 1
+    local id = ARGV[base]
+    local key = ARGV[base + 4]
+    local first = false
+    if key ~= '' then
+      first = redis.call('HGET', dedup, key)
+    end
+    if tonumber(ARGV[base + 2]) > max_size then
+      reply[#reply + 1] = E_TOO_LONG
+      reply[#reply + 1] = max_size
+    elseif first then
+      reply[#reply + 1] = DUPLICATE
+      reply[#reply + 1] = first
+      duplicates = duplicates + 1
+    else
+      if key ~= '' then
+        remember_dedup(dedup, dedup_at, now, key, id)
+      end
+      reply[#reply + 1] = OK
+      reply[#reply + 1] = id
+      records[#records + 1] = id
+      records[#records + 1] = stamp .. ARGV[base + 3]
+      if delays[i] > 0 then
+        redis.call('ZADD', delayed, now + delays[i], id)
+      else
+        now_visible[#now_visible + 1] = id
+      end
+      sent = sent + 1
+      if evented then
+        emit(events, events_max, now, 'sent', id, 0, delays[i])
+      end
     end
   end
 end

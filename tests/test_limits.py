@@ -87,3 +87,17 @@ def test_retention_drops_are_bounded_per_script_call(client: smq.Client, clock: 
     # receive() looks again by itself (a bounded number of script calls)
     assert [m.body for m in queue.receive(10)] == ["fresher"]
     assert queue.attributes().counters["retention_expired"] == 151
+
+
+@pytest.mark.parametrize(
+    ("delay", "size"),
+    [("1.5", "10"), ("x", "10"), ("900001", "10"), ("-2", "10"), ("0", "-1"), ("0", "2.5"), ("0", "")],
+)
+def test_send_refuses_a_bad_delay_or_size_before_storing_anything(
+    client: smq.Client, delay: str, size: str
+) -> None:
+    queue = client.create_queue("jobs")
+    good = ["", queue.keys.wake_channel, 2, "a" * 20, "-1", "1", "1|x", "", "b" * 20, delay, size, "1|y", ""]
+    with pytest.raises(smq.SmqError, match="bad delay or size for message 2"):
+        client.run("send", queue.keys, good, queue="jobs")
+    assert (queue.attributes().visible, queue.attributes().delayed) == (0, 0)
