@@ -44,6 +44,7 @@ local outbox = KEYS[9]
 local outbox_at = KEYS[10]
 local origins = KEYS[11]
 local now = clock(ARGV[1])
+local find, sub = string.find, string.sub
 local max_messages = int_arg(ARGV[2], 1, 10)
 local visibility_ms = int_arg(ARGV[3], -1, CEILING_MS)
 local token = ARGV[4]
@@ -102,9 +103,10 @@ local evented = events_max > 0
 -- dearest thing Lua does here.
 local now_text = tostring(now)
 local expiry_text = tostring(now + visibility_ms)
-local count_text = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
 local received_n = 0
-local received = {}
+-- The reply's header comes first (filled in at the end); received messages follow it.
+local HEADER = 5
+local received = {OK, -1, 0, wait_ms, 0}
 local moved = {}
 local new_states = {}
 local new_inflight = {}
@@ -117,7 +119,7 @@ while want > 0 and skips > 0 do
   end
   local records = redis.call('HMGET', messages, unpack(ids))
   local states = redis.call('HMGET', state, unpack(ids))
-  local held = check_inflight and redis.call('ZMSCORE', inflight, unpack(ids)) or {}
+  local held = check_inflight and redis.call('ZMSCORE', inflight, unpack(ids))
   for i = 1, #ids do
     local id = ids[i]
     local record = records[i]
@@ -129,12 +131,12 @@ while want > 0 and skips > 0 do
     end
     -- A ghost: deleted while visible, an id whose message is in flight, or a
     -- second entry of an id this call already handled.
-    local ghost = not record or held[i] or taken[id]
+    local ghost = not record or (held and held[i]) or taken[id]
     taken[id] = true
     if ghost then
       ghosts = ghosts + 1
       skips = skips - 1
-    elseif now - sent_ms_of(record) >= retention_ms then
+    elseif now - tonumber(sub(record, 1, find(record, '|', 1, true) - 1)) >= retention_ms then
       redis.call('HDEL', messages, id)
       redis.call('HDEL', state, id)
       redis.call('HDEL', origins, id)
@@ -164,11 +166,12 @@ while want > 0 and skips > 0 do
       local at = 2 * received_n
       new_states[at + 1] = id
       -- The state format_state writes: "<token>|<receive_count>|<first_ms>|<receive_ms>".
-      new_states[at + 2] = token .. '|' .. (count_text[receive_count] or tostring(receive_count))
-        .. '|' .. first_text .. '|' .. now_text
+      -- A number formatted in Lua costs a sprintf: the first receive's count is a constant.
+      new_states[at + 2] = token .. (receive_count == 1 and '|1|' or '|' .. tostring(receive_count) .. '|')
+        .. first_text .. '|' .. now_text
       new_inflight[at + 1] = expiry_text
       new_inflight[at + 2] = id
-      at = 4 * received_n
+      at = HEADER + 4 * received_n
       received[at + 1] = id
       received[at + 2] = record
       received[at + 3] = receive_count
@@ -194,20 +197,28 @@ if ghosts > 0 then
   redis.call('HINCRBY', meta, 'ghosts', -ghosts)
 end
 
-local reply = {OK, -1, moves_need_recovery(outbox_at, now, STALE_MOVE_MS), wait_ms, #moved / 2}
+received[3] = moves_need_recovery(outbox_at, now, STALE_MOVE_MS)
+received[5] = #moved / 2
 if received_n == 0 then
   if skips <= 0 and redis.call('LLEN', visible) > 0 then
-    reply[2] = 0
+    received[2] = 0
   else
-    reply[2] = next_due(true)
+    received[2] = next_due(true)
   end
 end
-local n = 5
-for i = 1, #moved do
-  reply[n + i] = moved[i]
+if #moved == 0 then
+  return received
 end
-n = n + #moved
-for i = 1, #received do
-  reply[n + i] = received[i]
+-- Dead letters go between the header and the received messages.
+local reply = {}
+for i = 1, HEADER do
+  reply[i] = received[i]
+end
+for i = 1, #moved do
+  reply[HEADER + i] = moved[i]
+end
+local n = HEADER + #moved
+for i = HEADER + 1, #received do
+  reply[n + i - HEADER] = received[i]
 end
 return reply
