@@ -104,8 +104,7 @@ local evented = events_max > 0
 local now_text = tostring(now)
 local expiry_text = tostring(now + visibility_ms)
 local received_n = 0
--- The reply's header comes first (filled in at the end); received messages follow it.
-local HEADER = 5
+-- The reply's 5-entry header comes first (filled in at the end); received messages follow it.
 local received = {OK, -1, 0, wait_ms, 0}
 local moved = {}
 local new_states = {}
@@ -171,7 +170,7 @@ while want > 0 and skips > 0 do
         .. first_text .. '|' .. now_text
       new_inflight[at + 1] = expiry_text
       new_inflight[at + 2] = id
-      at = HEADER + 4 * received_n
+      at = 5 + 4 * received_n
       received[at + 1] = id
       received[at + 2] = record
       received[at + 3] = receive_count
@@ -211,14 +210,14 @@ if #moved == 0 then
 end
 -- Dead letters go between the header and the received messages.
 local reply = {}
-for i = 1, HEADER do
+for i = 1, 5 do
   reply[i] = received[i]
 end
 for i = 1, #moved do
-  reply[HEADER + i] = moved[i]
+  reply[5 + i] = moved[i]
 end
-local n = HEADER + #moved
-for i = HEADER + 1, #received do
-  reply[n + i - HEADER] = received[i]
+local n = #moved
+for i = 6, #received do
+  reply[n + i] = received[i]
 end
 return reply
