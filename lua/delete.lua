@@ -42,8 +42,6 @@ local groups = KEYS[10]
 local ready = KEYS[11]
 local waiting = KEYS[12]
 local delayed = KEYS[13]
-local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
-  ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)
 
@@ -63,6 +61,7 @@ local delay_ms = tonumber(settings[4]) or 0
 local now = (evented or is_fifo) and clock(ARGV[1]) or 0
 local was_full = redis.call('ZCARD', inflight) >= inflight_limit
 
+local find, sub = string.find, string.sub
 local ids = {}
 for i = 1, count do
   ids[i] = ARGV[2 * i + 2]
@@ -85,8 +84,8 @@ for i = 1, count do
     end
   else
     -- The state's token, up to its first '|' (a plain find: no pattern, no numbers).
-    local bar = string.find(states[i], '|', 1, true) or 1
-    local held_by = string.sub(states[i], 1, bar - 1)
+    local bar = find(states[i], '|', 1, true) or 1
+    local held_by = sub(states[i], 1, bar - 1)
     local expiry = is_fifo and redis.call('ZSCORE', inflight, id)
     if held_by ~= ARGV[2 * i + 3] then
       status = STALE_IGNORED
@@ -117,6 +116,8 @@ end
 
 local unlocked = false
 if #doomed > 0 and is_fifo then
+  local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
+    ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
   for i = 1, #doomed do
     local was_inflight = redis.call('ZREM', inflight, doomed[i]) == 1
     local group = fifo_forget(k, doomed[i])
