@@ -54,9 +54,12 @@ for i = 1, count do
     return fail(E_BAD_ARGUMENT, 'bad visibility_ms for change ' .. i)
   end
 end
-local settings = redis.call('HMGET', meta, 'events_max', 'fifo', 'delay_ms')
+local settings = redis.call('HMGET', meta, 'events_max', 'fifo', 'delay_ms', 'layout')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(settings[4]) then
+  return fail(E_LAYOUT, settings[4])
 end
 local events_max = tonumber(settings[1])
 local is_fifo = settings[2] == '1'

@@ -32,6 +32,10 @@ if tags_n ~= math.floor(tags_n) or tags_n < 0 or tags_n > MAX_TAGS then
 end
 
 if redis.call('EXISTS', meta) == 1 then
+  local layout = redis.call('HGET', meta, 'layout')
+  if newer_layout(layout) then
+    return fail(E_LAYOUT, layout)
+  end
   local stored = redis.call('HGETALL', meta)
   local reply = {OK, 0}
   for i = 1, #stored do
@@ -49,7 +53,7 @@ end
 for i = 1, settings_n do
   redis.call('HSET', meta, ARGV[2 * i + 2], ARGV[2 * i + 3])
 end
-redis.call('HSET', meta, 'created_ms', now, 'modified_ms', now, 'ghosts', 0)
+redis.call('HSET', meta, 'created_ms', now, 'modified_ms', now, 'ghosts', 0, 'layout', LAYOUT)
 -- A queue of this name deleted before may have left no tags (delete_queue
 -- drops them), but start clean in any case.
 redis.call('DEL', tags)

@@ -48,9 +48,12 @@ local count = int_arg(ARGV[3], 1, 10)
 if count == nil or #ARGV ~= 3 + 2 * count then
   return fail(E_BAD_ARGUMENT, 'delete takes 1 to 10 receipts of 2 arguments')
 end
-local settings = redis.call('HMGET', meta, 'events_max', 'inflight_limit', 'fifo', 'delay_ms')
+local settings = redis.call('HMGET', meta, 'events_max', 'inflight_limit', 'fifo', 'delay_ms', 'layout')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(settings[5]) then
+  return fail(E_LAYOUT, settings[5])
 end
 local events_max = tonumber(settings[1])
 local evented = events_max > 0

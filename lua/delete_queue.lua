@@ -57,6 +57,11 @@ local attempts_at = KEYS[24]
 local deleted = KEYS[25]
 local now = clock(ARGV[1])
 local existed = redis.call('EXISTS', meta)
+local layout = redis.call('HGET', meta, 'layout')
+if newer_layout(layout) then
+  return fail(E_LAYOUT, layout)
+end
+-- (a newer layout may keep keys this version does not know of: its own version deletes it)
 redis.call('UNLINK', meta, visible, inflight, delayed, messages, state, stats,
   events, outbox, outbox_at, arrivals, origins, tags, sources, tasks, fifo, ordered, groups, ready, waiting,
   dedup, dedup_at, attempts, attempts_at)

@@ -46,6 +46,10 @@ local settings = redis.call('HGETALL', meta)
 if #settings == 0 then
   return fail(E_QUEUE_MISSING)
 end
+local layout = redis.call('HGET', meta, 'layout')
+if newer_layout(layout) then
+  return fail(E_LAYOUT, layout)
+end
 local expired = redis.call('ZCOUNT', inflight, '-inf', now)
 local inflight_n = redis.call('ZCARD', inflight) - expired
 local first_expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 1)

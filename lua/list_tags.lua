@@ -12,6 +12,10 @@ local tags = KEYS[2]
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
+local layout = redis.call('HGET', meta, 'layout')
+if newer_layout(layout) then
+  return fail(E_LAYOUT, layout)
+end
 local stored = redis.call('HGETALL', tags)
 local reply = {OK}
 for i = 1, #stored do

@@ -64,9 +64,12 @@ local RECLAIM_MAX = 100
 if max_messages == nil or token == '' then
   return fail(E_BAD_ARGUMENT, 'bad max_messages or token')
 end
-local settings = redis.call('HMGET', meta, 'events_max', 'ghosts', 'fifo', 'delay_ms')
+local settings = redis.call('HMGET', meta, 'events_max', 'ghosts', 'fifo', 'delay_ms', 'layout')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(settings[5]) then
+  return fail(E_LAYOUT, settings[5])
 end
 local events_max = tonumber(settings[1])
 local delay_ms = tonumber(settings[4]) or 0

@@ -22,6 +22,10 @@ end
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
+local layout = redis.call('HGET', meta, 'layout')
+if newer_layout(layout) then
+  return fail(E_LAYOUT, layout)
+end
 local order = redis.call('HGET', tasks, 'order') or ''
 local n = math.floor(#order / TOKEN_LEN)
 local take = math.min(n, limit)

@@ -37,9 +37,13 @@ if rate == nil or #token ~= TOKEN_LEN or string.find(token, '^[%w_-]+$') == nil 
    string.find(destination, '^[%w_.:-]*$') == nil then
   return fail(E_BAD_ARGUMENT, 'bad token, destination or max_per_second')
 end
-local ghosts = redis.call('HGET', meta, 'ghosts')
+local stored = redis.call('HMGET', meta, 'ghosts', 'layout')
+local ghosts = stored[1]
 if ghosts == false then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(stored[2]) then
+  return fail(E_LAYOUT, stored[2])
 end
 local active = redis.call('HGET', tasks, 'active')
 if active then

@@ -3,6 +3,7 @@
 --
 -- KEYS[1] tasks (hash): token -> task record (see common.lua), 'active' ->
 --         token of the running or cancelling task
+-- KEYS[2] meta (hash): the queue's settings (read: its data layout)
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] token (string): the task
@@ -20,6 +21,7 @@
 -- ended task frees its source for a new one.
 -- Returns {OK, claimed (0|1), now_ms, record} or {E_TASK_MISSING | E_BAD_ARGUMENT, detail}.
 local tasks = KEYS[1]
+local meta = KEYS[2]
 local now = clock(ARGV[1])
 local token = ARGV[2]
 local owner = ARGV[3]
@@ -34,6 +36,10 @@ if lease_ms == nil or moved_delta == nil or processed_delta == nil or pause_ms =
    reason == nil or #owner < 1 or #owner > 100 or string.find(owner, '|', 1, true) or
    (outcome ~= '' and outcome ~= 'COMPLETED' and outcome ~= 'FAILED') then
   return fail(E_BAD_ARGUMENT, 'bad owner, lease, counts, pause or outcome')
+end
+local layout = redis.call('HGET', meta, 'layout')
+if newer_layout(layout) then
+  return fail(E_LAYOUT, layout)
 end
 local record = redis.call('HGET', tasks, token)
 local task = record and parse_task(record)

@@ -45,9 +45,12 @@ end
 if limit == nil or offset == nil then
   return fail(E_BAD_ARGUMENT, 'limit must be 1-100 and offset 0-10000')
 end
-local settings = redis.call('HMGET', meta, 'fifo', 'delay_ms')
+local settings = redis.call('HMGET', meta, 'fifo', 'delay_ms', 'layout')
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(settings[3]) then
+  return fail(E_LAYOUT, settings[3])
 end
 local is_fifo = settings[1] == '1'
 local delay_ms = tonumber(settings[2]) or 0

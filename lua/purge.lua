@@ -47,9 +47,12 @@ local interval_ms = int_arg(ARGV[2], 0, 86400000)
 if interval_ms == nil then
   return fail(E_BAD_ARGUMENT, 'bad interval_ms')
 end
-local last = redis.call('HMGET', meta, 'vis_ms', 'purged_ms')
+local last = redis.call('HMGET', meta, 'vis_ms', 'purged_ms', 'layout')
 if last[1] == false then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(last[3]) then
+  return fail(E_LAYOUT, last[3])
 end
 local since = now - (tonumber(last[2]) or 0)
 if interval_ms > 0 and since < interval_ms then

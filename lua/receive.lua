@@ -58,9 +58,12 @@ if max_messages == nil or visibility_ms == nil or token == '' then
   return fail(E_BAD_ARGUMENT, 'bad max_messages, visibility_ms or token')
 end
 local settings = redis.call('HMGET', meta, 'vis_ms', 'retention_ms', 'dlq',
-  'max_receives', 'inflight_limit', 'events_max', 'wait_ms', 'ghosts')
+  'max_receives', 'inflight_limit', 'events_max', 'wait_ms', 'ghosts', 'layout')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(settings[9]) then
+  return fail(E_LAYOUT, settings[9])
 end
 if visibility_ms < 0 then
   visibility_ms = tonumber(settings[1])

@@ -76,9 +76,12 @@ if max_messages == nil or visibility_ms == nil or token == '' or string.find(tok
   return fail(E_BAD_ARGUMENT, 'bad max_messages, visibility_ms or token')
 end
 local settings = redis.call('HMGET', meta, 'vis_ms', 'retention_ms', 'dlq',
-  'max_receives', 'inflight_limit', 'events_max', 'wait_ms', 'delay_ms', 'fifo')
+  'max_receives', 'inflight_limit', 'events_max', 'wait_ms', 'delay_ms', 'fifo', 'layout')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(settings[10]) then
+  return fail(E_LAYOUT, settings[10])
 end
 if settings[9] ~= '1' then
   return fail(E_BAD_ARGUMENT, 'not a FIFO queue')

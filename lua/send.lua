@@ -36,9 +36,12 @@ local count = int_arg(ARGV[3], 1, 10)
 if count == nil or #ARGV ~= 3 + 5 * count then
   return fail(E_BAD_ARGUMENT, 'send takes 1 to 10 messages of 5 arguments')
 end
-local settings = redis.call('HMGET', meta, 'delay_ms', 'max_size', 'events_max')
+local settings = redis.call('HMGET', meta, 'delay_ms', 'max_size', 'events_max', 'layout')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(settings[4]) then
+  return fail(E_LAYOUT, settings[4])
 end
 local queue_delay = tonumber(settings[1])
 local max_size = tonumber(settings[2])

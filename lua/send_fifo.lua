@@ -62,9 +62,12 @@ for i = 1, count do
   end
 end
 local settings = redis.call('HMGET', meta, 'delay_ms', 'max_size', 'events_max', 'fifo',
-  'content_dedup', 'dedup_scope', 'dedup_by')
+  'content_dedup', 'dedup_scope', 'dedup_by', 'layout')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
+end
+if newer_layout(settings[8]) then
+  return fail(E_LAYOUT, settings[8])
 end
 if settings[4] ~= '1' then
   return fail(E_BAD_ARGUMENT, 'not a FIFO queue')

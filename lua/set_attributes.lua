@@ -20,6 +20,10 @@ end
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
+local layout = redis.call('HGET', meta, 'layout')
+if newer_layout(layout) then
+  return fail(E_LAYOUT, layout)
+end
 for i = 2, #ARGV, 2 do
   if ARGV[i] == 'dedup_scope' and redis.call('HEXISTS', meta, 'dedup_by') == 0 then
     -- As on SQS, a FIFO queue deduplicates by the scope it was created with: a later

@@ -23,6 +23,10 @@ end
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
+local layout = redis.call('HGET', meta, 'layout')
+if newer_layout(layout) then
+  return fail(E_LAYOUT, layout)
+end
 local current = redis.call('HGET', meta, field) or ''
 if current ~= expected then
   return {OK, 0, current}

@@ -21,6 +21,10 @@ end
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
+local layout = redis.call('HGET', meta, 'layout')
+if newer_layout(layout) then
+  return fail(E_LAYOUT, layout)
+end
 local count = redis.call('HLEN', tags)
 for i = 1, pairs_n do
   if redis.call('HEXISTS', tags, ARGV[2 * i]) == 0 then

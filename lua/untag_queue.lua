@@ -17,6 +17,10 @@ end
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
+local layout = redis.call('HGET', meta, 'layout')
+if newer_layout(layout) then
+  return fail(E_LAYOUT, layout)
+end
 local removed = 0
 for i = 1, keys_n do
   removed = removed + redis.call('HDEL', tags, ARGV[i + 1])

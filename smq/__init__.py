@@ -49,6 +49,7 @@ from ._errors import (
     TooManyEntriesInBatchRequest,
     Unavailable,
     UnsafeRedisConfig,
+    UnsupportedLayout,
     VisibilityCeilingExceeded,
 )
 from ._events import Event
@@ -67,6 +68,7 @@ from ._move_tasks import MoveTask
 from ._peek import PeekedMessage
 from ._queue import Queue
 from ._settings import Settings
+from ._upgrade import QueueUpgrade
 from ._version import __version__ as __version__
 from .worker import Job, Worker, WorkerConfig
 
@@ -110,6 +112,7 @@ __all__ = [
     "QueueConfig",
     "QueueDoesNotExist",
     "QueueInfo",
+    "QueueUpgrade",
     "QueueDeletedRecently",
     "QueueNameExists",
     "ReceiptError",
@@ -125,6 +128,7 @@ __all__ = [
     "TooManyEntriesInBatchRequest",
     "Unavailable",
     "UnsafeRedisConfig",
+    "UnsupportedLayout",
     "VisibilityCeilingExceeded",
     "Worker",
     "WorkerConfig",

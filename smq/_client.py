@@ -22,7 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from . import _declared, _move_tasks
+from . import _declared, _move_tasks, _upgrade
 from ._access import acl_hint, check_access, refusal
 from ._config import (
     QueueConfig,
@@ -69,6 +69,7 @@ from ._shards import SHARD_NAMES, SHARD_OF, Layouts, shard_names
 from ._sources import list_sources, note_source
 from ._tags import check_tags
 from ._tls import is_tls_url
+from ._upgrade import QueueUpgrade
 from ._wakeup import Waker
 
 _NAME_PART = re.compile(rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}")
@@ -384,6 +385,18 @@ class Client:
         """
         declaration = _declared.parse(declared) if isinstance(declared, Mapping) else _declared.load(declared)
         return _declared.apply(self, declaration, dry_run=dry_run)
+
+    def upgrade(self, *, dry_run: bool = False) -> list[QueueUpgrade]:
+        """Move every queue's data to the newest layout this version knows (``smq upgrade``).
+
+        Run it once every client of the queues runs this version or a newer
+        one (see "Rolling upgrades" in the operations guide): a client older
+        than a queue's layout refuses the queue (UnsupportedLayout). Queues stay
+        in use while they move. Safe to run again, and from several processes.
+        With ``dry_run``, nothing changes. Returns one QueueUpgrade per queue
+        (and per shard of a sharded queue), in name order.
+        """
+        return _upgrade.upgrade(self, dry_run=dry_run)
 
     def dead_letter_sources(self, name: str, *, limit: int | None = None, after: str = "") -> list[str]:
         """Names of the queues whose redrive policy names ``name`` as dead-letter queue.

@@ -31,6 +31,7 @@
     ├── MoveTaskNotFound                 malformed or unknown move task handle,
     │                                    or a task no longer running (cancel)
     ├── MoveTaskActive                   the source queue has an active move task
+    ├── UnsupportedLayout                the queue's data is in a newer layout
     ├── UnsafeRedisConfig                maxmemory-policy may evict queue data
     ├── LeaseLost                        a worker no longer holds the message
     └── BackendError                     Redis unreachable or failing
@@ -44,6 +45,11 @@
 from __future__ import annotations
 
 import enum
+
+from ._version import __version__
+
+LAYOUT = 1
+"""The newest data layout this version reads and writes (``LAYOUT`` in lua/includes/common.lua)."""
 
 
 class SmqError(Exception):
@@ -202,6 +208,15 @@ class MoveTaskActive(SmqError):
         self.handle = handle
 
 
+class UnsupportedLayout(SmqError):
+    """The queue's data is in a layout newer than this version of smq reads.
+
+    A newer smq moved the queue forward (``smq upgrade``); this one refuses
+    the whole call, before any change, rather than misread the data. Upgrade
+    this client (see "Rolling upgrades" in the operations guide).
+    """
+
+
 class UnsafeRedisConfig(SmqError):
     """Redis is configured so that it may evict queue data."""
 
@@ -257,6 +272,7 @@ class Status(enum.IntEnum):
     E_PURGE_IN_PROGRESS = -12
     E_RECEIPT_EXPIRED = -13
     E_DELETED_RECENTLY = -14
+    E_LAYOUT = -15
     DELETED = 1
     ALREADY_GONE = 2
     STALE_IGNORED = 3
@@ -271,6 +287,11 @@ _ERRORS: dict[int, tuple[type[SmqError], str]] = {
     ),
     Status.E_NOT_INFLIGHT: (MessageNotInflight, "message is not in flight"),
     Status.E_RECEIPT_EXPIRED: (ReceiptExpired, "The receipt handle has expired."),
+    Status.E_LAYOUT: (
+        UnsupportedLayout,
+        f"queue {{queue!r}} is stored in data layout {{detail}}, newer than this smq ({__version__}) reads "
+        f"(up to {LAYOUT}): upgrade smq",
+    ),
     Status.E_DELETED_RECENTLY: (
         QueueDeletedRecently,
         "You must wait 60 seconds after deleting a queue before you can create another with the same name.",

@@ -8,7 +8,7 @@ import pytest
 from redis.crc import key_slot
 
 import smq
-from smq import _config, _keys, _scripts
+from smq import _config, _errors, _keys, _scripts
 from smq._errors import Status
 
 LUA = _scripts.lua_dir()
@@ -79,6 +79,27 @@ def test_every_key_of_a_queue_shares_one_cluster_slot() -> None:
         assert slots == {key_slot(name.encode())}
 
 
+def test_the_data_layout_is_stated_once_in_lua_and_once_in_python() -> None:
+    common = (LUA / "includes" / "common.lua").read_text()
+    assert re.findall(r"^local LAYOUT = (\d+)$", common, re.M) == [str(_errors.LAYOUT)]
+
+
+# The probe of smq's ACL check touches no queue.
+_NOT_OF_A_QUEUE = {"check_access"}
+
+
+@pytest.mark.parametrize("name", sorted(set(SCRIPTS) - _NOT_OF_A_QUEUE))
+def test_every_script_of_a_queue_refuses_a_newer_layout_before_any_write(name: str) -> None:
+    body = _body(name)
+    assert "-- KEYS[" in body and " meta (hash)" in body, "the queue's meta is among its keys"
+    check = body.index("if newer_layout(")
+    read_into = ("layout) then\n", "settings[", "stored[", "last[")
+    assert body[check:].startswith(tuple(f"if newer_layout({name}" for name in read_into))
+    writes = ("HSET", "HDEL", "ZADD", "ZREM", "RPUSH", "LPUSH", "LPOP", "UNLINK", "XADD", "HINCRBY", "DEL")
+    for write in (*writes, "SET", "PUBLISH"):
+        assert f"'{write}'" not in body[:check], write
+
+
 def test_counters_kept_by_scripts_are_the_documented_ones() -> None:
     used = set()
     includes = "".join(p.read_text() for p in sorted((LUA / "includes").glob("*.lua")))
@@ -90,7 +111,7 @@ def test_counters_kept_by_scripts_are_the_documented_ones() -> None:
 def test_meta_fields_read_by_scripts_are_written_by_the_config() -> None:
     written = set(smq.QueueConfig().to_meta()) | set(smq.QueueConfig(fifo_queue=True).to_meta())
     # Written by the scripts themselves (dedup_by: set_attributes, at a scope switch).
-    written |= {"created_ms", "modified_ms", "ghosts", "fifo_seq", "purged_ms", "dedup_by"}
+    written |= {"created_ms", "modified_ms", "ghosts", "fifo_seq", "purged_ms", "dedup_by", "layout"}
     read = set()
     for name in SCRIPTS:
         for call in re.findall(r"H(?:M?GET)', meta, ([^)]*)\)", _body(name)):
@@ -111,11 +132,13 @@ def test_public_surface_is_pinned() -> None:
             "MoveTaskNotFound",
             "OutcomeUnknown", "OverLimit", "PeekedMessage", "PurgeQueueInProgress", "Queue",
             "QueueChange", "QueueConfig",
-            "QueueDeletedRecently", "QueueDoesNotExist", "QueueInfo", "QueueNameExists", "ReceiptError",
+            "QueueDeletedRecently", "QueueDoesNotExist", "QueueInfo", "QueueNameExists", "QueueUpgrade",
+            "ReceiptError",
             "ReceiptExpired",
             "ReceiptHandleIsInvalid",
             "RedisHealth", "RedrivePolicy", "SendEntry", "SendResult", "Settings", "SmqError", "StaleReceipt",
-            "TooManyEntriesInBatchRequest", "Unavailable", "UnsafeRedisConfig", "VisibilityCeilingExceeded",
+            "TooManyEntriesInBatchRequest", "Unavailable", "UnsafeRedisConfig", "UnsupportedLayout",
+            "VisibilityCeilingExceeded",
             "Worker",
             "WorkerConfig",
             "md5_of_attributes", "md5_of_body",

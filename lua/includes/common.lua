@@ -19,6 +19,7 @@ local E_NO_DEDUPLICATION_ID = -11
 local E_PURGE_IN_PROGRESS = -12
 local E_RECEIPT_EXPIRED = -13
 local E_DELETED_RECENTLY = -14
+local E_LAYOUT = -15
 
 -- How long after a queue's deletion SQS refuses to create one of its name (ms).
 local DELETED_MS = 60000
@@ -35,6 +36,16 @@ local CEILING_MS = 43200000
 
 local function fail(code, detail)
   return {code, detail or ''}
+end
+
+-- The newest data layout these scripts read and write. A queue's meta field
+-- 'layout' names the one its data is in (absent: 1, the layout of 0.2.0, which
+-- wrote no field); `smq upgrade` moves queues forward. A script refuses a queue
+-- in a newer layout, whole and before any write, rather than misread it.
+local LAYOUT = 1
+
+local function newer_layout(stored)
+  return stored ~= nil and stored ~= false and (tonumber(stored) or LAYOUT + 1) > LAYOUT
 end
 
 -- Milliseconds since the epoch by the Redis server's clock. Tests may pass

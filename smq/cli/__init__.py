@@ -17,6 +17,7 @@ from . import (  # noqa: F401
     _serve,
     _spark,
     _top,
+    _upgrade,
     _worker,
 )
 from ._base import main

@@ -138,6 +138,9 @@ _FROM_CORE: dict[type[core.SmqError], str] = {
     core.MoveTaskNotFound: "ResourceNotFoundException",
     core.MoveTaskActive: "UnsupportedOperation",
     core.UnsafeRedisConfig: "ServiceUnavailable",
+    # This server is older than the queue's data (a rolling upgrade under way): an SDK retries
+    # a 503, and may reach an upgraded server; the detail is for the operator's log.
+    core.UnsupportedLayout: "ServiceUnavailable",
     core.Unavailable: "ServiceUnavailable",  # surely did not run: SDKs retry a 503
     core.OutcomeUnknown: "InternalFailure",
     core.BackendError: "ServiceUnavailable",
@@ -152,7 +155,13 @@ UNKNOWN = (
     "The request processing has failed because of an internal error; "
     "the change it asked for may or may not have been made."
 )
-_BACKEND = (core.Unavailable, core.OutcomeUnknown, core.BackendError, core.UnsafeRedisConfig)
+_BACKEND = (
+    core.Unavailable,
+    core.OutcomeUnknown,
+    core.BackendError,
+    core.UnsafeRedisConfig,
+    core.UnsupportedLayout,
+)
 _said: dict[str, float] = {}  # code -> when its detail was last logged
 
 
