@@ -142,3 +142,22 @@ def test_the_upgrade_command_says_what_it_did(redis_client: smq.Client, redis_se
     refused = runner.invoke(main, ["upgrade", "--redis-url", redis_url])
     assert refused.exit_code != 0
     assert f"data layout {NEWER}" in refused.output
+
+
+def test_smq_serve_answers_a_queue_in_a_newer_layout_with_a_retryable_503(api: Any, core: smq.Client) -> None:
+    from botocore.exceptions import ClientError
+
+    url = api.create_queue(QueueName="jobs")["QueueUrl"]
+    api.send_message(QueueUrl=url, MessageBody="kept")
+    raw(core).hset(QueueKeys.of("jobs").meta, "layout", NEWER)
+    for call in (
+        lambda: api.send_message(QueueUrl=url, MessageBody="x"),
+        lambda: api.receive_message(QueueUrl=url),
+        lambda: api.get_queue_attributes(QueueUrl=url, AttributeNames=["All"]),
+    ):
+        with pytest.raises(ClientError) as refused:
+            call()
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+        assert refused.value.response["Error"]["Code"] == "ServiceUnavailable"
+    raw(core).hset(QueueKeys.of("jobs").meta, "layout", LAYOUT)  # an upgraded server would read it
+    assert [m["Body"] for m in api.receive_message(QueueUrl=url)["Messages"]] == ["kept"]
