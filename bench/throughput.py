@@ -17,32 +17,43 @@ Run: ``.venv/bin/python bench/throughput.py [--seconds 5] [--systems smq,rsmq,ko
 from __future__ import annotations
 
 import argparse
-import ctypes
-import json
-import multiprocessing as mp
 import os
-import platform
 import secrets
-import statistics
 import sys
-import tempfile
 import time
-import traceback
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 import redis
 import scripts as floor
-from _harness import await_events, join_or_end, reset
-from _versions import versions
+from _harness import (
+    BODY,
+    BODY_BYTES,
+    STOP,
+    Fleet,
+    Options,
+    Run,
+    csv,
+    ints,
+    layouts,
+    median,
+    produce,
+    ready,
+    redis_cpu,
+    redis_server,
+    reporting,
+    reset,
+    table,
+    us_per,
+    waiting,
+)
 
 import smq
 from smq._ids import new_ids
 from smq._keys import QueueKeys
 from smq._message import encode_payload
 from smq._scripts import sources
-from smq.embedded import EmbeddedRedis, free_port
+from smq.embedded import EmbeddedRedis
 
 SYSTEMS = ("smq", "smq-separate", "rsmq", "kombu", "streams")
 ON_REQUEST = ("lua-floor",)  # run only when named in --systems
@@ -54,11 +65,7 @@ LABELS = {
     "streams": "Streams",
     "lua-floor": "Lua floor",
 }
-BODY_BYTES = 100
-BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:BODY_BYTES]
-RESULTS = Path(__file__).resolve().parent / "results"
 POLL_SECONDS = 1  # longest a consumer blocks waiting for a message (smq long poll, kombu drain)
-GO, STOP = 0, 1  # slots of the shared flag array
 
 
 class Driver(Protocol):
@@ -155,8 +162,7 @@ class SmqDriver:
     @staticmethod
     def count(address: str, name: str) -> int:
         with smq.Client(smq_url(address)) as client:
-            info = client.queue(name).attributes()
-            return info.visible + info.in_flight + info.delayed
+            return waiting(client.queue(name))
 
     @staticmethod
     def destroy(address: str, name: str) -> None:
@@ -481,19 +487,12 @@ class WorkerSpec:
 def worker(spec: WorkerSpec, sent: Any, deleted: Any, flags: Any, events: Any) -> None:
     """Body of a producer or consumer process; counts go to its own slot of a shared array."""
     label = f"{spec.system} {spec.role} {spec.index}"
-    try:
+    with reporting(label, events):
         driver = make_driver(spec.system, spec.address, spec.queue, spec.batch, spec.role)
-        events.put(("ready", label, ""))
-        while not flags[GO]:
-            time.sleep(0.001)
+        ready(label, flags, events)
         total = 0
         if spec.role == "producer":
-            while not flags[STOP]:
-                if spec.max_backlog and sum(sent) - sum(deleted) >= spec.max_backlog:
-                    time.sleep(0.001)
-                    continue
-                total += driver.send()
-                sent[spec.index] = total
+            produce(driver.send, spec.index, sent, deleted, flags, spec.max_backlog)
             driver.close()
         else:
             while not flags[STOP]:
@@ -502,8 +501,6 @@ def worker(spec: WorkerSpec, sent: Any, deleted: Any, flags: Any, events: Any) -
             # After the window (its figures are read already): counted only for the check of what is left.
             deleted[spec.index] = total + driver.close()
         events.put(("done", label, ""))
-    except BaseException:
-        events.put(("error", label, traceback.format_exc()))
 
 
 # -- one cell ------------------------------------------------------------------------
@@ -540,96 +537,59 @@ def run_cell(
     address = address_of(server)
     name = f"bench-{system}-b{batch}-{layout}"
     ADMIN[system].create(address, name)
-    ctx = mp.get_context("spawn")
-    sent = ctx.RawArray(ctypes.c_longlong, producers)
-    deleted = ctx.RawArray(ctypes.c_longlong, consumers)
-    flags = ctx.RawArray(ctypes.c_int, 2)
-    events = ctx.Queue()
     specs = [
         WorkerSpec(system, role, i, address, name, batch, max_backlog)
         for role, count in (("consumer", consumers), ("producer", producers))
         for i in range(count)
     ]
-    processes = [ctx.Process(target=worker, args=(s, sent, deleted, flags, events)) for s in specs]
-    for process in processes:
-        process.start()
-    try:
-        await_events(events, processes, "ready", len(processes), timeout=120)
-        flags[GO] = 1
-        time.sleep(warmup)
-        cpu_0 = redis_cpu(server)
-        deleted_0, sent_0, t_0 = sum(deleted), sum(sent), time.perf_counter()
-        time.sleep(seconds)
-        deleted_1, sent_1, t_1 = sum(deleted), sum(sent), time.perf_counter()
-        cpu_1 = redis_cpu(server)
-        flags[STOP] = 1
-        await_events(events, processes, "done", len(processes), timeout=30)
-    finally:
-        flags[STOP] = 1
-        join_or_end(processes, 10)
+    with Fleet(worker, specs, (producers, consumers)) as fleet:
+        sent, deleted = fleet.arrays
+        measured = fleet.window(seconds, warmup, lambda: {"redis": redis_cpu(server)})
+        fleet.stop(timeout=30)
     backlog = sum(sent) - sum(deleted)
     left = ADMIN[system].count(address, name)
     if left != backlog:
         print(f"\nWARNING: {system}: {left} messages left in the queue, but sent - deleted = {backlog}")
     ADMIN[system].destroy(address, name)
     reset(server)
-    window = t_1 - t_0
+    sent_n, deleted_n = (sum(counts) for counts in measured.counts)
     return Cell(
         system=system,
         batch=batch,
         layout=layout,
         producers=producers,
         consumers=consumers,
-        window_s=round(window, 4),
-        deleted=deleted_1 - deleted_0,
-        sent=sent_1 - sent_0,
-        deleted_per_s=round((deleted_1 - deleted_0) / window, 1),
-        sent_per_s=round((sent_1 - sent_0) / window, 1),
+        window_s=round(measured.seconds, 4),
+        deleted=deleted_n,
+        sent=sent_n,
+        deleted_per_s=round(deleted_n / measured.seconds, 1),
+        sent_per_s=round(sent_n / measured.seconds, 1),
         backlog_at_end=backlog,
         left_in_queue=left,
-        redis_cpu_us_per_msg=round((cpu_1 - cpu_0) * 1e6 / (deleted_1 - deleted_0), 2)
-        if deleted_1 > deleted_0
-        else None,
+        redis_cpu_us_per_msg=us_per(measured.delta("redis"), deleted_n),
     )
-
-
-def redis_cpu(server: EmbeddedRedis) -> float:
-    """CPU seconds the Redis server used so far (``INFO cpu``: user + system)."""
-    with server.client() as admin:
-        cpu = admin.info("cpu")
-    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
 
 
 # -- report ----------------------------------------------------------------------------
 
 
-def medians(cells: list[Cell]) -> dict[tuple[str, int, str], float]:
-    """Median messages deleted per second of each system and cell over the rounds."""
-    runs: dict[tuple[str, int, str], list[float]] = {}
+def medians(cells: list[Cell], key: str) -> dict[tuple[str, int, str], float]:
+    """Median of ``key`` of each system and cell over the rounds (where there is one)."""
+    runs: dict[tuple[str, int, str], list[Any]] = {}
     for c in cells:
-        runs.setdefault((c.system, c.batch, c.layout), []).append(c.deleted_per_s)
-    return {key: statistics.median(values) for key, values in runs.items()}
-
-
-def cpu_medians(cells: list[Cell]) -> dict[tuple[str, int, str], float]:
-    """Median Redis CPU µs per message of each system and cell over the rounds."""
-    runs: dict[tuple[str, int, str], list[float]] = {}
-    for c in cells:
-        if c.redis_cpu_us_per_msg is not None:
-            runs.setdefault((c.system, c.batch, c.layout), []).append(c.redis_cpu_us_per_msg)
-    return {key: statistics.median(values) for key, values in runs.items()}
+        runs.setdefault((c.system, c.batch, c.layout), []).append(getattr(c, key))
+    return {cell: value for cell, values in runs.items() if (value := median(values)) is not None}
 
 
 def markdown(cells: list[Cell], systems: list[str]) -> str:
-    by_key = medians(cells)
-    cpu = cpu_medians(cells)
+    by_key = medians(cells, "deleted_per_s")
+    cpu = medians(cells, "redis_cpu_us_per_msg")
     header = ["batch", "layout"] + [f"{LABELS[s]} msg/s" for s in systems]
     peers = [p for p in ("smq-separate", "rsmq", "kombu", "streams") if p in systems and "smq" in systems]
     header += [f"smq/{LABELS[p]}" for p in peers]
     header += [f"{LABELS[s]} Redis CPU µs/msg" for s in systems]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    keys = sorted({(c.batch, c.layout) for c in cells}, key=lambda k: (k[1], k[0]))
-    for batch, layout in keys:
+    rows = []
+    for batch, layout in sorted({(c.batch, c.layout) for c in cells}, key=lambda k: (k[1], k[0])):
         row = [str(batch), layout]
         row += [f"{by_key[(s, batch, layout)]:,.0f}" for s in systems]
         for peer in peers:
@@ -637,21 +597,12 @@ def markdown(cells: list[Cell], systems: list[str]) -> str:
             ratio = by_key[("smq", batch, layout)] / peer_rate if peer_rate else float("inf")
             row.append(f"{ratio:.2f}x")
         row += [f"{cpu[(s, batch, layout)]:.1f}" if (s, batch, layout) in cpu else "-" for s in systems]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
-def _csv(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+        rows.append(row)
+    return table(header, rows)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--repeat", type=int, default=3, help="rounds over the matrix; median reported (default 3)"
-    )
+    parser = Options(__doc__, "throughput", repeat_help="rounds over the matrix; median reported")
     parser.add_argument("--seconds", type=float, default=5.0, help="measured window per cell (default 5)")
     parser.add_argument(
         "--warmup", type=float, default=0.5, help="seconds run before the window (default 0.5)"
@@ -671,40 +622,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "sustained rate (default 2000; 0: no limit, producers flat out)",
     )
     parser.add_argument(
-        "--redis-server", help="redis-server binary to start (default: as smq.embedded finds it)"
-    )
-    parser.add_argument("--output", type=Path, default=RESULTS / "throughput.json", help="JSON results file")
-    parser.add_argument(
         "--transport",
         choices=("tcp", "unix"),
         default="tcp",
         help="how every system reaches Redis (default tcp)",
     )
     args = parser.parse_args(argv)
-    args.systems = _csv(args.systems)
-    args.batches = [int(b) for b in _csv(args.batches)]
-    args.layouts = _csv(args.layouts)
+    args.systems = csv(args.systems)
+    args.batches = ints(args.batches)
+    args.layouts = layouts(parser, args.layouts)
     unknown = sorted(set(args.systems) - set(SYSTEMS) - set(ON_REQUEST))
     if unknown or not args.systems:
         parser.error(f"--systems: unknown {unknown}; choose from {','.join(SYSTEMS + ON_REQUEST)}")
     if any(not 1 <= b <= 10 for b in args.batches):
         parser.error("--batches: each batch size must be 1 to 10")
-    for layout in args.layouts:
-        parts = layout.split("x")
-        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            parser.error(f"--layouts: {layout!r} is not PxC, e.g. 2x2")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cells: list[Cell] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="smq-bench-") as folder,
-        EmbeddedRedis(
-            folder, server=args.redis_server, port=free_port() if args.transport == "tcp" else 0
-        ) as server,
-    ):
+    run = Run(__file__, args, argv)
+    with redis_server(args.redis_server, tcp=args.transport == "tcp") as server:
         redis_version = str(server.identity)  # "Valkey 9.1.2", "Redis 7.0.15": what the binary is
         kombu_publish = "n/a"
         if "kombu" in args.systems:
@@ -713,44 +651,36 @@ def main(argv: list[str] | None = None) -> int:
             with kombu.Connection(kombu_url(address_of(server))) as connection:
                 kombu_publish = publish_mode(connection.Producer())
         # Rounds go over the whole matrix, so a drift in machine load touches every cell alike.
-        for round_number in range(1, args.repeat + 1):
-            for layout in args.layouts:
-                for batch in args.batches:
-                    for system in args.systems:
-                        print(
-                            f"[{round_number}/{args.repeat}] {LABELS[system]:>7}  b{batch:>2}  {layout} ...",
-                            end=" ",
-                            flush=True,
-                        )
-                        cell = run_cell(
-                            system, batch, layout, server, args.seconds, args.warmup, args.max_backlog
-                        )
-                        cells.append(replace(cell, round=round_number))
-                        print(f"{cell.deleted_per_s:>10,.0f} msg/s deleted  (sent {cell.sent_per_s:,.0f}/s)")
-    table = markdown(cells, args.systems)
+        matrix = [(s, b, layout) for layout in args.layouts for b in args.batches for s in args.systems]
+        results = run.rounds(
+            {
+                f"{LABELS[s]:>7}  b{b:>2}  {layout}": lambda s=s, b=b, layout=layout: run_cell(
+                    s, b, layout, server, args.seconds, args.warmup, args.max_backlog
+                )
+                for s, b, layout in matrix
+            },
+            args.repeat,
+            order="fixed",
+            show=lambda c: f"{c.deleted_per_s:>10,.0f} msg/s deleted  (sent {c.sent_per_s:,.0f}/s)",
+        )
+    cells = [replace(c, round=n) for runs in results.values() for n, c in enumerate(runs, 1)]
     print()
-    print(table)
-    meta = {
-        "benchmark": "throughput",
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "seconds": args.seconds,
-        "rounds": args.repeat,
-        "figure": "median over the rounds of messages deleted per second",
-        "warmup_seconds": args.warmup,
-        "max_backlog": args.max_backlog,
-        "body_bytes": BODY_BYTES,
-        "transport": f"{args.transport}, one embedded redis-server for all systems",
-        "redis_version": redis_version,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "versions": versions("smq-redis", "pyrsmq", "kombu", "redis", "hiredis"),
-        "kombu_batch_publish": kombu_publish,
-        "rsmq_batch": "n single calls per batch of n (PyRSMQ has no batch calls)",
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"meta": meta, "cells": [asdict(c) for c in cells]}, indent=2) + "\n")
-    print(f"\nraw results: {args.output}")
+    print(markdown(cells, args.systems))
+    run.write(
+        args.output,
+        {"cells": [asdict(c) for c in cells]},
+        packages=("pyrsmq", "kombu"),
+        seconds=args.seconds,
+        rounds=args.repeat,
+        figure="median over the rounds of messages deleted per second",
+        warmup_seconds=args.warmup,
+        max_backlog=args.max_backlog,
+        body_bytes=BODY_BYTES,
+        transport=f"{args.transport}, one embedded redis-server for all systems",
+        redis_version=redis_version,
+        kombu_batch_publish=kombu_publish,
+        rsmq_batch="n single calls per batch of n (PyRSMQ has no batch calls)",
+    )
     return 0
 
 

@@ -19,25 +19,20 @@ Run: ``.venv/bin/python bench/worker.py [--messages 20000] [--repeat 3] [--held 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import smq
-from smq.embedded import EmbeddedRedis, free_port
+from _harness import Options, Run, process_cpu, ratios, redis_server, send_all, spread, temp_folder
 
-RESULTS = Path(__file__).resolve().parent / "results"
-BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
+import smq
+
 BASE = "hand-written loop (receive 10, delete batch)"
 HANDLERS = """
 import asyncio
@@ -53,8 +48,7 @@ async def hold(job):
 def _preload(client: smq.Client, name: str, count: int) -> smq.Queue:
     client.delete_queue(name)
     queue = client.create_queue(name, visibility_timeout=30)
-    for start in range(0, count, 10):
-        queue.send_batch([smq.SendEntry(str(i), BODY) for i in range(min(10, count - start))])
+    send_all(queue, count)
     return queue
 
 
@@ -148,11 +142,6 @@ def _spawn(
     )
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def heartbeat(client: smq.Client, folder: Path, url: str, held: int, seconds: float) -> dict[str, float]:
     queue = _preload(client, "bench-heartbeat", held)
     worker = _spawn(
@@ -165,11 +154,11 @@ def heartbeat(client: smq.Client, folder: Path, url: str, held: int, seconds: fl
                 raise RuntimeError("the worker did not take every message")
             time.sleep(0.05)
         time.sleep(2.5)  # into the steady state
-        changed, cpu, started = _changed(queue), _cpu_seconds(worker.pid), time.monotonic()
+        changed, cpu, started = _changed(queue), process_cpu(worker.pid), time.monotonic()
         time.sleep(seconds)
         elapsed = time.monotonic() - started
         extended = (_changed(queue) - changed) / elapsed
-        cpu_share = (_cpu_seconds(worker.pid) - cpu) / elapsed
+        cpu_share = (process_cpu(worker.pid) - cpu) / elapsed
         info = queue.attributes()
         expired = info.counters.get("visibility_expired", 0)
     finally:
@@ -186,10 +175,9 @@ async def _noop_async(job: smq.Job) -> None:
     return None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = Options(__doc__, "worker")
     parser.add_argument("--messages", type=int, default=20000)
-    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--held", type=int, default=1000, help="messages of the heartbeat part (0: skip it)")
     parser.add_argument(
         "--cases",
@@ -204,43 +192,44 @@ def main() -> None:
         "before/after in one run",
     )
     parser.add_argument("--heartbeat-seconds", type=float, default=10)
-    parser.add_argument("--redis-server", default=None)
-    parser.add_argument("--output", type=Path, default=RESULTS / "worker.json")
-    args = parser.parse_args()
-    load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory() as temp:
-        folder = Path(temp)
+    args = parser.parse_args(argv)
+    run = Run(__file__, args, argv)
+    with temp_folder() as folder:
         (folder / "bench_handlers.py").write_text(HANDLERS)
-        server = EmbeddedRedis(folder / "redis", port=free_port(), server=args.redis_server)
-        with server, smq.Client(server.url) as client:
+        server = redis_server(args.redis_server, folder / "redis")
+        with server as redis, smq.Client(redis.url) as client:
             every: dict[str, tuple[str, Callable[..., float]]] = {
                 "hand": (BASE, hand_loop),
                 "hand-pipelined": ("hand-written loop (delete_and_receive)", hand_loop_pipelined),
                 "worker-1": ("smq.Worker, 1 thread", in_process(lambda job: None, 1)),
                 "worker-8": ("smq.Worker, 8 threads", in_process(lambda job: None, 8)),
                 "worker-async": ("smq.Worker, 8 async tasks", in_process(_noop_async, 8)),
-                "process-1": ("smq worker, 1 process (8 threads)", processes(folder, server.url, 1, 8)),
-                "process-2": ("smq worker, 2 processes (8 threads)", processes(folder, server.url, 2, 8)),
+                "process-1": ("smq worker, 1 process (8 threads)", processes(folder, redis.url, 1, 8)),
+                "process-2": ("smq worker, 2 processes (8 threads)", processes(folder, redis.url, 2, 8)),
             }
             if args.other_source:
                 every["process-1-other"] = (
                     f"smq worker, 1 process (8 threads), code of {args.other_source}",
-                    processes(folder, server.url, 1, 8, source=args.other_source),
+                    processes(folder, redis.url, 1, 8, source=args.other_source),
                 )
             chosen = ["hand", *(key for key in args.cases.split(",") if key != "hand")]
             cases = dict(every[key] for key in chosen)
-            rates: dict[str, list[float]] = {name: [] for name in cases}
-            for _ in range(args.repeat):
-                for n, (name, case) in enumerate(cases.items()):
-                    queue = _preload(client, f"bench-{n}", args.messages)
-                    rates[name].append(case(client, queue, args.messages))
+
+            def drain(n: int, case: Callable[..., float]) -> float:
+                return case(client, _preload(client, f"bench-{n}", args.messages), args.messages)
+
+            # The hand-written loop first in each round: each case is set against that round's.
+            rates = run.rounds(
+                {name: lambda n=n, case=case: drain(n, case) for n, (name, case) in enumerate(cases.items())},
+                args.repeat,
+                order="fixed",
+                show=lambda rate: f"{rate:,.0f} msgs/s",
+            )
             beat = None
             if args.held:
-                beat = heartbeat(client, folder, server.url, args.held, args.heartbeat_seconds)
+                beat = heartbeat(client, folder, redis.url, args.held, args.heartbeat_seconds)
     base = statistics.median(rates[BASE])
     print(f"\n{args.messages} messages per case, median of {args.repeat}\n")
-    load = (load_before, os.getloadavg())
-    print(f"load average (1, 5, 15 min) before {load[0]}, after {load[1]}\n")
     print(
         "| case | msgs/s (median) | min-max | vs hand-written loop | per round: median (min-max) |\n"
         "|---|---:|---:|---:|---:|"
@@ -248,10 +237,9 @@ def main() -> None:
     for name, values in rates.items():
         median = statistics.median(values)
         # Each round's case against that round's hand loop, run just before it: drift cancels.
-        ratios = [value / hand for value, hand in zip(values, rates[BASE], strict=True)]
         print(
             f"| {name} | {median:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {median / base:.2f}x "
-            f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+            f"| {spread(ratios(values, rates[BASE]), 'x', 2)} |"
         )
     if beat is not None:
         print(
@@ -259,18 +247,11 @@ def main() -> None:
             f"{beat['extended_per_s']:,.0f} extensions/s, worker CPU {beat['worker_cpu']:.1%} of a core, "
             f"{beat['expired']} expired"
         )
-    record = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "load_average": {"before": load[0], "after": load[1]},
-        "messages": args.messages,
-        "repeat": args.repeat,
-        "rates": rates,
-        "heartbeat": beat,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"\nraw results: {args.output}")
+    run.write(
+        args.output, {"messages": args.messages, "repeat": args.repeat, "rates": rates, "heartbeat": beat}
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,8 +1,8 @@
 """Chaos checks, short forms: kill workers, Redis and `smq serve` under load; nothing acknowledged is lost.
 
-Each scenario of ``bench/_chaos.py`` runs some ten seconds of load with a kill
+Each scenario of ``chaos/_chaos.py`` runs some ten seconds of load with a kill
 every two seconds on average, on a Redis of its own in the test's folder; the
-long forms are ``bench/chaos.py``. First, the check itself must see faults.
+long forms are ``chaos/chaos.py``. First, the check itself must see faults.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 import smq
 from conftest import ROOT
 
-# The scenarios live beside their long forms; appended, so bench/ shadows no installed module.
-sys.path.append(str(ROOT / "bench"))
+# The scenarios live beside their long forms; appended, so chaos/ shadows no installed module.
+sys.path.append(str(ROOT / "chaos"))
 from _chaos import SCENARIOS, Options, run  # noqa: E402
 from _chaos_ledger import check  # noqa: E402
 

@@ -48,7 +48,13 @@ _OPTIONS_WITH_VALUES = ("-r", "-c", "--requirement", "--constraint", "-d", "--ta
 
 def _texts() -> list[Path]:
     paths = [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "deploy" / "Dockerfile"]
-    for folder, pattern in (("docs", "*.md"), ("deploy", "*.md"), ("smq", "*.py"), ("bench", "*.md")):
+    for folder, pattern in (
+        ("docs", "*.md"),
+        ("deploy", "*.md"),
+        ("smq", "*.py"),
+        ("bench", "*.md"),
+        ("chaos", "*.md"),
+    ):
         paths += sorted((ROOT / folder).rglob(pattern))
     return [path for path in paths if path.is_file()]
 

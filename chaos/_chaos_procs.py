@@ -19,7 +19,7 @@ from _chaos_ledger import LEDGER_ENV, WORK_ENV
 
 from smq.embedded import EmbeddedRedis, free_port
 
-BENCH = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent  # workers import _chaos_ledger from here
 _START_TIMEOUT = 30.0
 _STOPPING = re.compile(r"stopping: released (\d+) unstarted messages; (\d+) handlers running")
 
@@ -80,7 +80,7 @@ class WorkerProcess:
             **os.environ,
             LEDGER_ENV: str(folder / "ledger.jsonl"),
             WORK_ENV: str(work_ms),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCH), os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
         }
         command = [sys.executable, "-m", "smq", "worker", "_chaos_ledger:handle", "--queue", queue]
         with self.stderr_path.open("wb") as stderr:
