@@ -825,8 +825,11 @@ def log_findings(log: Path) -> dict[str, Any]:
 
 
 def _source() -> str:
-    """The commit smq was measured at, marked when its files differ from it (the server is new)."""
-    root = Path(_FOLDER).parent
+    """The commit smq was measured at, marked when its files differ from it (the server is new).
+
+    Of the checkout smq is imported from (``PYTHONPATH`` may name another than this bench's).
+    """
+    root = Path(smq.__file__).resolve().parent.parent
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
