@@ -741,13 +741,17 @@ def versions(*packages: str) -> dict[str, str]:
 
 
 def smq_source() -> str:
-    """The commit smq was measured at, and the files of smq/ and lua/ that differ from it."""
+    """The commit smq was measured at, and the files of smq/ and lua/ that differ from it.
+
+    Of the checkout smq is imported from (``PYTHONPATH`` may name another than this bench's).
+    """
+    root = Path(smq.__file__).resolve().parent.parent
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         changed = subprocess.run(
-            ["git", "status", "--porcelain", "--", "smq", "lua"], cwd=ROOT, capture_output=True, text=True
+            ["git", "status", "--porcelain", "--", "smq", "lua"], cwd=root, capture_output=True, text=True
         ).stdout.split("\n")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -188,6 +188,9 @@ def localstack(python: str, folder: Path, log: Path) -> Service:
         "SERVICES": "sqs",
         "LOCALSTACK_VOLUME_DIR": str(folder / "localstack"),
         "DNS_ADDRESS": "0",  # no DNS server of its own
+        # Nothing from outside: no download of its test certificate, no usage events sent.
+        "SKIP_SSL_CERT_DOWNLOAD": "1",
+        "DISABLE_EVENTS": "1",
     }
     command = [python, "-m", "localstack.runtime.main"]
     return Service("localstack", command, r"^(Ready)\.", log, url=f"http://127.0.0.1:{port}", env=env)
@@ -310,8 +313,17 @@ def boto3_cell(
         "msgs_per_s": round(deleted / seconds, 1),
         "client_failures": sum(int(d) for kind, d in clients.reports if kind == "done"),
         "failure_examples": clients.failures,
+        "server_cpu_us_per_message": per_message(measured["cpu_percent"], seconds, deleted),
         "cpu_percent": measured["cpu_percent"],
     }
+
+
+def per_message(cpu_percent: dict[str, float], seconds: float, messages: int) -> float | None:
+    """Microseconds of CPU the server processes (``server`` ...) used per message deleted."""
+    if not messages:
+        return None
+    used = sum(v for k, v in cpu_percent.items() if k.startswith("server")) / 100 * seconds
+    return round(used / messages * 1e6, 1)
 
 
 # -- part 2: the load generator ------------------------------------------------------------------
@@ -368,6 +380,7 @@ def load_cell(
         "server_cpu_us_per_request": round(server_cpu / sum(requests.values()) * 1e6, 1)
         if requests
         else None,
+        "server_cpu_us_per_message": per_message(cpu, seconds, totals[DELETED]),
         "cpu_percent": measured["cpu_percent"],
         "latency_ms": {a: summary(v) for a, v in latency.items() if v}
         | {"all": summary([x for v in latency.values() for x in v])},
@@ -569,12 +582,16 @@ def one_round(
     redis_pid = redis_server.process.pid if redis_server.process else 0
     if "boto3" in args.parts:
         endpoints = [("moto", moto)] if smq_a is None else [("smq", smq_a), ("moto", moto)]
+        endpoints += [("localstack", stack)] if stack is not None else []
         for system, service in endpoints:
-            print(f"{prefix} boto3 {system:>4} ...", end=" ", flush=True)
+            print(f"{prefix} boto3 {system:>10} ...", end=" ", flush=True)
             pids = {"server": service.pid} | ({"redis": redis_pid} if system == "smq" else {})
             cell = boto3_cell(system, service.url, f"boto3-{system}-r{number}", args, pids)
             result["boto3"].append(cell)
-            print(f"{cell['msgs_per_s']:>8,.0f} msgs/s  ({cell['client_failures']} failures)")
+            print(
+                f"{cell['msgs_per_s']:>8,.0f} msgs/s  {cell['server_cpu_us_per_message']} µs server CPU/msg  "
+                f"({cell['client_failures']} failures)"
+            )
     if "load" in args.parts:
         result["load"] = load_layouts(prefix, number, args, folder, redis_server, smq_a, moto, stack)
     primary = moto if smq_a is None else smq_a  # moto only with --moto-only, to try the bench out
@@ -663,19 +680,27 @@ def boto3_table(rounds: list[dict[str, Any]]) -> str:
     if not rounds[0]["boto3"]:
         return ""
     rates: dict[str, list[float]] = {}
+    costs: dict[str, list[float]] = {}
     for r in rounds:
         for cell in r["boto3"]:
             rates.setdefault(cell["system"], []).append(cell["msgs_per_s"])
+            if cell.get("server_cpu_us_per_message"):
+                costs.setdefault(cell["system"], []).append(cell["server_cpu_us_per_message"])
     lines = [
         "boto3, send_message_batch (10) / receive_message (10) / delete_message_batch:",
         "",
-        "| server | msgs/s |",
-        "|---|---|",
+        "| server | msgs/s | server CPU µs/message |",
+        "|---|---|---|",
     ]
-    lines += [f"| {system} | {spread(values)} |" for system, values in rates.items()]
-    if "smq" in rates and "moto" in rates:
-        ratios = [s / m for s, m in zip(rates["smq"], rates["moto"], strict=True) if m]
-        lines.append(f"| smq / moto | {spread(ratios, '×', 1)} |")
+    lines += [
+        f"| {system} | {spread(values)} | {spread(costs.get(system, []))} |"
+        for system, values in rates.items()
+    ]
+    for peer in ("moto", "localstack"):
+        if "smq" in rates and peer in rates:
+            ratios = [s / m for s, m in zip(rates["smq"], rates[peer], strict=True) if m]
+            cheaper = [p / s for s, p in zip(costs.get("smq", []), costs.get(peer, []), strict=False) if s]
+            lines.append(f"| smq / {peer} | {spread(ratios, '×', 1)} | {spread(cheaper, '× less', 1)} |")
     return "\n".join(lines)
 
 
@@ -685,27 +710,35 @@ def load_table(rounds: list[dict[str, Any]]) -> str:
     lines = [
         "Load generator, the same cycle (raw HTTP/1.1):",
         "",
-        "| servers | msgs/s | requests/s | request p50 / p99 ms | server CPU µs/request | CPU % of a core |",
-        "|---|---|---|---|---|---|",
+        "| servers | msgs/s | requests/s | request p50 / p99 ms | server CPU µs/request "
+        "| server CPU µs/message | CPU % of a core |",
+        "|---|---|---|---|---|---|---|",
     ]
     for label in [c["label"] for c in rounds[0]["load"]]:
         cells = [c for r in rounds for c in r["load"] if c["label"] == label]
         cpu = {k: statistics.median(c["cpu_percent"][k] for c in cells) for k in cells[0]["cpu_percent"]}
         per_request = [c["server_cpu_us_per_request"] for c in cells if c["server_cpu_us_per_request"]]
+        per_message = [c["server_cpu_us_per_message"] for c in cells if c.get("server_cpu_us_per_message")]
         latency = [c["latency_ms"]["all"] for c in cells]
         lines.append(
             f"| {label} | {spread([c['msgs_per_s'] for c in cells])} "
             f"| {spread([c['all_requests_per_s'] for c in cells])} "
             f"| {median_of(latency, 'p50')} / {median_of(latency, 'p99')} "
-            f"| {spread(per_request)} | {cpu_text(cpu)} |"
+            f"| {spread(per_request)} | {spread(per_message)} | {cpu_text(cpu)} |"
         )
     rates: dict[str, list[float]] = {}
+    costs: dict[str, list[float]] = {}
     for label in [c["label"] for c in rounds[0]["load"]]:
-        rates[label] = [c["msgs_per_s"] for r in rounds for c in r["load"] if c["label"] == label]
+        cells = [c for r in rounds for c in r["load"] if c["label"] == label]
+        rates[label] = [c["msgs_per_s"] for c in cells]
+        costs[label] = [c["server_cpu_us_per_message"] for c in cells if c.get("server_cpu_us_per_message")]
     for peer in ("moto", "localstack"):
         if "smq x1" in rates and peer in rates:
             ratios = [s / p for s, p in zip(rates["smq x1"], rates[peer], strict=True) if p]
-            lines.append(f"| smq x1 / {peer} | {spread(ratios, '×', 1)} | | | | |")
+            cheaper = [p / s for s, p in zip(costs["smq x1"], costs[peer], strict=False) if s]
+            lines.append(
+                f"| smq x1 / {peer} | {spread(ratios, '×', 1)} | | | | {spread(cheaper, '× less', 1)} | |"
+            )
     return "\n".join(lines)
 
 

@@ -158,6 +158,22 @@ def test_the_next_request_on_a_kept_alive_connection_has_the_same_time_for_its_h
     assert took >= 0.9 and rest == b""
 
 
+def test_a_request_begun_while_the_timer_of_an_earlier_one_runs_gets_its_whole_time(
+    short_server: Server,
+) -> None:
+    # One timer serves a connection's requests: set for the first, it must not cut the second short.
+    with _connect(short_server.url) as sock:
+        sock.sendall(_headers(short_server.url, 2) + b"{}")
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+            reply += sock.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 200 ")
+        time.sleep(0.6)  # the connection's timer, set at its start, fires 0.4 s into the next request
+        sock.sendall(b"POST / HTTP/1.1\r\nHo")
+        took, rest = _until_closed(sock, 1 + SLACK)
+    assert took >= 0.9 and rest == b""
+
+
 def test_idle_keep_alive_connections_are_closed_after_the_idle_timeout(http_redis: EmbeddedRedis) -> None:
     server = Server(http_redis.url, "--no-auth", "--idle-timeout", "1")
     try:

@@ -283,6 +283,23 @@ def test_a_wrong_secret_fails(make: Callable[[], AWSRequest]) -> None:
     assert rejection(signed(make()), secrets={KEY_ID: "not-the-secret"}) == "SignatureDoesNotMatch"
 
 
+def test_a_signing_key_kept_for_one_secret_is_never_used_for_another() -> None:
+    sent = signed(json_request())
+    assert check(sent) == KEY_ID  # its signing key is now kept
+    assert rejection(sent, secrets={KEY_ID: "a-new-secret"}) == "SignatureDoesNotMatch"
+    assert check(sent, secrets={KEY_ID: SECRET}) == KEY_ID
+    # The key id with its new secret: requests signed with it pass, the old secret's fail.
+    resigned = signed(json_request(), credentials=Credentials(KEY_ID, "a-new-secret"))
+    assert check(resigned, secrets={KEY_ID: "a-new-secret"}) == KEY_ID
+    assert rejection(resigned) == "SignatureDoesNotMatch"
+
+
+def test_a_key_removed_from_the_secrets_refuses_the_requests_it_signed() -> None:
+    sent = signed(json_request())
+    assert check(sent) == KEY_ID
+    assert rejection(sent, secrets={"AKIDOTHER": "another-secret"}) == "InvalidClientTokenId"
+
+
 @style
 def test_an_unknown_key_is_an_invalid_client_token(make: Callable[[], AWSRequest]) -> None:
     sent = signed(make(), credentials=Credentials("AKIDUNKNOWN", SECRET))

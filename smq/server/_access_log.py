@@ -16,10 +16,9 @@ is reopened when log rotation moves it away.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import logging.handlers
-from typing import Any
+from json.encoder import encode_basestring_ascii as _quoted
 
 access_log = logging.getLogger("smq.access")
 
@@ -35,9 +34,21 @@ class AccessLog:
         self._bytes = 0
         self._timer: asyncio.TimerHandle | None = None
 
-    def add(self, fields: dict[str, Any], *, alone: bool) -> None:
+    def add(
+        self,
+        time: float,
+        request_id: str,
+        remote: str | None,
+        protocol: str,
+        action: str,
+        status: int,
+        error: str | None,
+        ms: float,
+        *,
+        alone: bool,
+    ) -> None:
         """Log one request; ``alone``: no other request is in flight, so write now."""
-        line = json.dumps(fields)
+        line = access_line(time, request_id, remote, protocol, action, status, error, ms)
         self._lines.append(line)
         self._bytes += len(line) + 1
         if alone or self._bytes >= MAX_BYTES:
@@ -52,7 +63,33 @@ class AccessLog:
             self._timer = None
         if self._lines:
             lines, self._lines, self._bytes = self._lines, [], 0
-            access_log.info("\n".join(lines))
+            if access_log.isEnabledFor(logging.INFO):
+                # As ``access_log.info`` does, less its search of the stack for the caller's
+                # file and line, which no access line shows.
+                record = access_log.makeRecord(
+                    access_log.name, logging.INFO, "(unknown file)", 0, "\n".join(lines), (), None
+                )
+                access_log.handle(record)
+
+
+def access_line(
+    time: float,
+    request_id: str,
+    remote: str | None,
+    protocol: str,
+    action: str,
+    status: int,
+    error: str | None,
+    ms: float,
+) -> str:
+    """One request's line: the JSON object ``json.dumps`` writes of these fields, in this order,
+    written out directly (a tenth of the cost)."""
+    return (
+        f'{{"time": {time!r}, "request_id": {_quoted(request_id)}, '
+        f'"remote": {"null" if remote is None else _quoted(remote)}, "protocol": {_quoted(protocol)}, '
+        f'"action": {_quoted(action)}, "status": {status:d}, '
+        f'"error": {"null" if error is None else _quoted(error)}, "ms": {ms!r}}}'
+    )
 
 
 def file_handler(path: str) -> logging.Handler:

@@ -17,6 +17,9 @@ from .._steps import Steps
 from ._errors import NO_QUEUE, SqsError
 from ._longpoll import LongPolls
 
+# Queue URLs resolved and queue handles a server keeps, at most (then it starts afresh).
+_MAX_KEPT = 10_000
+
 
 async def _no_move_tasks(wait: float) -> None:
     """Where nothing runs message move tasks (a context made outside ``smq serve``)."""
@@ -149,6 +152,10 @@ class Context:
     trace_header: str | None = None  # the request's X-Amzn-Trace-Id header
     region: str = ""
     secure: bool = False  # the request came over HTTPS
+    # Shared by a server's requests: what ``_resolve`` found for (queue URL, region, account),
+    # and the queue handles by core name; both depend on nothing else (the settings are fixed).
+    resolved: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    handles: dict[str, Queue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.region:
@@ -243,6 +250,16 @@ class Context:
 
     def _resolve(self, url: str) -> str:
         """The core name of the queue a QueueUrl (or a Query request's path) names."""
+        key = (url, self.region, self.account)
+        name = self.resolved.get(key)
+        if name is None:
+            name = self._resolve_anew(url)
+            if len(self.resolved) >= _MAX_KEPT:
+                self.resolved.clear()
+            self.resolved[key] = name
+        return name
+
+    def _resolve_anew(self, url: str) -> str:
         if "/" not in url and _is_sqs_name(url):
             return self.core_name(url)
         parts = _path_parts(urlsplit(url).path)
@@ -264,7 +281,14 @@ class Context:
         return self.core_name(name, account=owner)
 
     def queue(self, params: Mapping[str, Any]) -> Queue:
-        return self.client.queue(self.queue_name(params))
+        name = self.queue_name(params)
+        queue = self.handles.get(name)
+        if queue is None:
+            queue = self.client.queue(name)
+            if len(self.handles) >= _MAX_KEPT:
+                self.handles.clear()
+            self.handles[name] = queue
+        return queue
 
     def queue_lister(self, prefix: str) -> Callable[..., list[str]]:
         """``Client.list_queues`` for the queues of the request's region and account whose

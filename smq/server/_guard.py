@@ -154,7 +154,11 @@ class _Guarded(asyncio.Protocol):
         self._guard = guard
         self._inner = inner
         self._transport: asyncio.BaseTransport | None = None
+        # One timer per connection, not one per request: it stays armed across requests and,
+        # when it fires, closes the connection only if the headers begun at ``_since`` are
+        # still incomplete; else it is set again for them, or dropped until the next request.
         self._timer: asyncio.TimerHandle | None = None
+        self._since: float | None = None  # when the headers now awaited began (None: none yet)
         self._awaiting_headers = True
         self._address = ""
 
@@ -186,7 +190,7 @@ class _Guarded(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._transport is None:
             return  # refused, or closed: nothing to serve
-        if self._awaiting_headers and self._timer is None:
+        if self._awaiting_headers and self._since is None:
             self._start_timer()  # the first byte of the next request
         self._inner.data_received(data)
 
@@ -203,14 +207,16 @@ class _Guarded(asyncio.Protocol):
 
     def headers_complete(self) -> None:
         self._awaiting_headers = False
-        self._cancel_timer()
+        self._since = None  # the timer, if armed, finds nothing to time when it fires
 
     def request_done(self) -> None:
         self._awaiting_headers = True
 
     def _start_timer(self) -> None:
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self._guard.header_timeout, self._headers_too_slow)
+        self._since = loop.time()
+        if self._timer is None:
+            self._timer = loop.call_at(self._since + self._guard.header_timeout, self._headers_too_slow)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -219,13 +225,20 @@ class _Guarded(asyncio.Protocol):
 
     def _headers_too_slow(self) -> None:
         self._timer = None
-        if self._transport is not None and self._awaiting_headers:
-            log.info(
-                "closed a connection from %s: no complete request headers within %g s",
-                _peer(self._transport),
-                self._guard.header_timeout,
-            )
-            self._transport.close()
+        since = self._since
+        if self._transport is None or not self._awaiting_headers or since is None:
+            return  # no request's headers are awaited now: the next request's first byte arms it again
+        loop = asyncio.get_running_loop()
+        due = since + self._guard.header_timeout
+        if loop.time() < due:  # headers of a later request than the one it was set for
+            self._timer = loop.call_at(due, self._headers_too_slow)
+            return
+        log.info(
+            "closed a connection from %s: no complete request headers within %g s",
+            _peer(self._transport),
+            self._guard.header_timeout,
+        )
+        self._transport.close()
 
 
 class _Refused(asyncio.Protocol):

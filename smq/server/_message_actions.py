@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -42,6 +43,8 @@ _GROUP_ATTRIBUTES = ("MessageGroupId", "MessageDeduplicationId", "SequenceNumber
 _NO_GROUP = "The request must contain the parameter MessageGroupId."
 _OPTIONAL_ATTRIBUTES = ("AWSTraceHeader", "DeadLetterQueueSourceArn")
 _KNOWN_SYSTEM_ATTRIBUTES = {"All", *_SYSTEM_ATTRIBUTES, *_GROUP_ATTRIBUTES, *_OPTIONAL_ATTRIBUTES}
+# The members of a send (or a batch entry) that names no more than its body.
+_PLAIN_SEND = frozenset({"QueueUrl", "Id", "MessageBody"})
 
 
 # -- send -------------------------------------------------------------------------
@@ -121,6 +124,12 @@ def _trace_header(params: Mapping[str, Any], from_request: str | None) -> str | 
 def _send_entry(
     entry_id: str, params: Mapping[str, Any], fifo: bool, trace_header: str | None = None, sender: str = ""
 ) -> SendEntry:
+    if not fifo and params.keys() <= _PLAIN_SEND:
+        # The common send to a standard queue, a body and nothing else: what the checks
+        # below come to for it, without them.
+        body = params.get("MessageBody")
+        if type(body) is str and body:
+            return SendEntry(entry_id, body, None, {}, None, None, trace_header, sender or None)
     body = p.string(params, "MessageBody", required=True)
     if body == "":
         raise SqsError("MissingParameter", "The request must contain the parameter MessageBody.")
@@ -153,8 +162,12 @@ def _send_entry(
     )
 
 
-def _send_fields(result: SendResult) -> Result:
-    fields = {"MessageId": result.message_id, "MD5OfMessageBody": result.md5_of_body}
+def _send_fields(result: SendResult, fields: Result | None = None) -> Result:
+    """The reply's fields of one message sent, added to ``fields`` (a batch entry's Id)."""
+    if fields is None:
+        fields = {}
+    fields["MessageId"] = result.message_id
+    fields["MD5OfMessageBody"] = result.md5_of_body
     digest = result.md5_of_message_attributes
     if digest:
         fields["MD5OfMessageAttributes"] = digest
@@ -190,7 +203,10 @@ def _batch_ids(entries: Sequence[Mapping[str, Any]]) -> list[str]:
             "TooManyEntriesInBatchRequest",
             f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.",
         )
-    ids = [p.required_string(entry, "Id") for entry in entries]
+    ids: list[str] = []
+    for entry in entries:
+        entry_id = entry.get("Id")
+        ids.append(entry_id if type(entry_id) is str else p.required_string(entry, "Id"))
     check_batch(ids)
     return ids
 
@@ -227,10 +243,11 @@ async def send_message_batch(ctx: Context, params: Result) -> Result:
     successful: list[Result] = []
     if entries:
         try:
-            result = await ctx.drive(queue._send_batch_steps(entries))
+            # The batch as a whole is checked (_batch_ids): the core's own check would repeat it.
+            result = await ctx.drive(queue._send_steps(entries, single=False))
         except SmqError as error:
             raise _core_call(error, "send") from None
-        successful = [{"Id": r.id, **_send_fields(r)} for r in result.successful]
+        successful = [_send_fields(r, {"Id": r.id}) for r in result.successful]
         failed += [_failure(f, "send") for f in result.failed]
     return {"Successful": successful, "Failed": failed}
 
@@ -406,10 +423,13 @@ async def delete_message_batch(ctx: Context, params: Result) -> Result:
     failed: list[Result] = []
     for entry_id, entry in zip(ids, raw, strict=True):
         try:
-            entries.append(DeleteEntry(entry_id, p.required_string(entry, "ReceiptHandle")))
+            receipt = entry.get("ReceiptHandle")
+            if type(receipt) is not str:
+                receipt = p.required_string(entry, "ReceiptHandle")
+            entries.append(DeleteEntry(entry_id, receipt))
         except SqsError as error:
             failed.append(_entry_failure(entry_id, error))
-    return await _batch(ctx, queue._delete_batch_steps, entries, failed)
+    return await _batch(ctx, functools.partial(queue._delete_steps, single=False), entries, failed)
 
 
 async def change_message_visibility_batch(ctx: Context, params: Result) -> Result:
@@ -426,7 +446,7 @@ async def change_message_visibility_batch(ctx: Context, params: Result) -> Resul
             entries.append(ChangeEntry(entry_id, receipt, timeout))
         except SqsError as error:
             failed.append(_entry_failure(entry_id, error))
-    return await _batch(ctx, queue._change_batch_steps, entries, failed)
+    return await _batch(ctx, functools.partial(queue._change_steps, single=False), entries, failed)
 
 
 async def _batch(
@@ -435,6 +455,7 @@ async def _batch(
     entries: list[Any],
     failed: list[Result],
 ) -> Result:
+    """Run checked entries (``_batch_ids`` checked the batch: ``steps`` check no more)."""
     successful: list[Result] = []
     if entries:
         result = await ctx.drive(steps(entries))

@@ -40,15 +40,22 @@ class ApiMetrics:
         Gauge(
             "smq_api_requests_in_flight", "Requests being served now.", registry=self.registry
         ).set_function(lambda: float(in_flight()))
+        # The labelled children of each (action, status) met so far, looked up once: ``labels()``
+        # takes a lock and builds its key on every call. Bounded: the actions are known names.
+        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def observe(self, action: str, status: int, error: str | None, seconds: float) -> None:
         """Count one finished request; unknown action names count as ``unknown`` (bounded labels)."""
         if action not in ACTIONS:
             action = "unknown"
-        self._requests.labels(action, str(status)).inc()
+        children = self._children.get((action, status))
+        if children is None:
+            children = (self._requests.labels(action, str(status)), self._duration.labels(action))
+            self._children[(action, status)] = children
+        children[0].inc()
         if error is not None:
             self._errors.labels(action, error).inc()
-        self._duration.labels(action).observe(seconds)
+        children[1].observe(seconds)
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The metrics in the format the scraper accepts, and its content type."""

@@ -259,10 +259,14 @@ def _is_unicode(params: dict[str, Any]) -> bool:
     return True
 
 
+# One encoder for every reply: ``json.dumps`` with options makes a new one per call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def json_body(result: Mapping[str, Any]) -> bytes:
     # A lone surrogate (from a header's undecodable bytes, or a JSON escape a
     # client sent) has no UTF-8 form: it goes out as its JSON escape, \udcxx.
-    return json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "backslashreplace")
+    return _ENCODE(result).encode("utf-8", "backslashreplace")
 
 
 def json_error(error: SqsError) -> tuple[bytes, dict[str, str]]:
