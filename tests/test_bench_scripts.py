@@ -24,7 +24,7 @@ def test_the_script_cost_benchmark_drains_with_both_pairs(
     try:
         spec.loader.exec_module(module)
         output = tmp_path / "scripts.json"
-        small = ["--repeat", "1", "--messages", "300", "--calls", "20", "--memory-n", "500"]
+        small = ["--repeat", "1", "--messages", "300", "--calls", "20", "--memory-n", "5000"]
         assert module.main([*small, "--output", str(output)]) == 0
     finally:
         sys.modules.pop("bench_scripts", None)
