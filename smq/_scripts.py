@@ -510,9 +510,15 @@ class ScriptRunner:
 
 
 def _packed(connection: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
-    """``commands`` in Redis's protocol: by hiredis (C), else by redis-py's packer (Python)."""
+    """``commands`` in Redis's protocol: by hiredis (C), else by redis-py's packer (Python).
+
+    Several commands by hiredis come as one piece: redis-py writes each piece with a system call
+    of its own, and Redis may read each on its own too.
+    """
     if _hiredis_pack is not None:
-        return [_hiredis_pack(command) for command in commands]
+        if len(commands) == 1:
+            return [_hiredis_pack(commands[0])]
+        return [b"".join([_hiredis_pack(command) for command in commands])]
     return [chunk for command in commands for chunk in connection.pack_command(*command)]
 
 
