@@ -25,17 +25,28 @@ import binascii
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 
 _RANDOM_BYTES = 15
 _STORED_LENGTH = 20
 _FROM_URL_SAFE = bytes.maketrans(b"-_", b"+/")
 _STORED = re.compile(rb"[A-Za-z0-9-]{%d}" % _STORED_LENGTH)
+_STORED_RUN = re.compile(rb"(?:[A-Za-z0-9-]{%d}\|)*[A-Za-z0-9-]{%d}" % (_STORED_LENGTH, _STORED_LENGTH))
 
 
 def _shown(raw: bytes) -> str:
     """The UUID form of a stored id's 15 random bytes."""
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-4{h[12:15]}-8{h[15:18]}-{h[18:]}"
+
+
+def _all_shown(raw: bytes, count: int) -> list[str]:
+    """The UUID forms of ``count`` stored ids' random bytes, end to end in ``raw``: one hex of the lot."""
+    h = raw.hex()
+    return [
+        f"{h[o : o + 8]}-{h[o + 8 : o + 12]}-4{h[o + 12 : o + 15]}-8{h[o + 15 : o + 18]}-{h[o + 18 : o + 30]}"
+        for o in range(0, 2 * _RANDOM_BYTES * count, 2 * _RANDOM_BYTES)
+    ]
 
 
 def new_ids(count: int) -> list[tuple[str, str]]:
@@ -60,6 +71,15 @@ def message_id(stored: str | bytes) -> str:
         return _shown(binascii.a2b_base64(data.translate(_FROM_URL_SAFE)))
     # Stored by an earlier version (a UUID), or an id given to the scripts by hand: as it is.
     return stored if isinstance(stored, str) else stored.decode()
+
+
+def message_ids(stored: Sequence[bytes]) -> list[str]:
+    """``message_id`` of each of ``stored`` (as Redis gives them), decoding the lot at once when
+    all are stored ids of this version (what a receive finds, but for old messages)."""
+    joined = b"|".join(stored)
+    if _STORED_RUN.fullmatch(joined):
+        return _all_shown(binascii.a2b_base64(joined.translate(_FROM_URL_SAFE, b"|")), len(stored))
+    return [message_id(one) for one in stored]
 
 
 def derived_id(*parts: bytes) -> str:

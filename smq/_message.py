@@ -12,12 +12,14 @@ when it moves to another queue.
 from __future__ import annotations
 
 import base64
+import functools
+import itertools
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
-from typing import Generic, TypeVar, Union
+from typing import Any, Generic, TypeVar, Union
 
 from ._digest import md5_of_attributes, md5_of_body
 from ._errors import (
@@ -27,6 +29,7 @@ from ._errors import (
     InvalidParameter,
     ReceiptHandleIsInvalid,
 )
+from ._ids import message_ids
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS
 
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -35,9 +38,12 @@ _ATTRIBUTE_NAME = re.compile(r"[\w.-]{1,256}")
 _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
 # A receipt names the queue (or, of a sharded queue, the shard: its name has
 # at most 10 characters more) that issued it.
-_RECEIPT = re.compile(
-    rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
-)
+_ISSUER = rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}"
+_RECEIPT = re.compile(rf"({_ISSUER}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})")
+# What follows "<queue>:" in a receipt. Neither part holds a ":", so a receipt that starts with
+# "<queue>:" and goes on so is one _RECEIPT matches naming that queue (if the name is an issuer's).
+_RECEIPT_TAIL = re.compile(r"([A-Za-z0-9-]{1,64}):([A-Za-z0-9_-]{16,64})")
+_ISSUER_NAME = re.compile(_ISSUER)
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
 # A Number attribute's text: ASCII digits, sign, point and exponent, nothing
 # around them (Decimal alone would also take spaces, underscores and other
@@ -259,11 +265,21 @@ def decode_record(
 
 def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:
     """(stored id, token) of a receipt handle ``<queue>:<stored id>:<token>`` (see ``smq._ids``)."""
-    match = _RECEIPT.fullmatch(receipt) if isinstance(receipt, str) else None
-    if match is None or match.group(1) != queue:
-        # One text for garbage and for another queue's receipt, as SQS.
-        raise ReceiptHandleIsInvalid(f'The input receipt handle "{receipt}" is not a valid receipt handle.')
-    return match.group(2), match.group(3)
+    # The same test as _RECEIPT.fullmatch(receipt) naming ``queue``, without the backtracking of
+    # a name that may hold ":" (half the time).
+    start = len(queue) + 1
+    if isinstance(receipt, str) and receipt.startswith(queue) and receipt[start - 1 : start] == ":":
+        match = _RECEIPT_TAIL.fullmatch(receipt, start)
+        if match is not None and _issues_receipts(queue):
+            return match.group(1), match.group(2)
+    # One text for garbage and for another queue's receipt, as SQS.
+    raise ReceiptHandleIsInvalid(f'The input receipt handle "{receipt}" is not a valid receipt handle.')
+
+
+@functools.lru_cache(maxsize=1024)
+def _issues_receipts(queue: str) -> bool:
+    """Whether ``queue`` is a name a receipt handle may hold."""
+    return _ISSUER_NAME.fullmatch(queue) is not None
 
 
 def receipt_queue(receipt: object) -> str:
@@ -435,6 +451,7 @@ class BatchFailure:
 
 
 T = TypeVar("T")
+_Made = TypeVar("_Made")
 
 
 @dataclass(frozen=True)
@@ -443,3 +460,76 @@ class BatchResult(Generic[T]):
 
     successful: list[T]
     failed: list[BatchFailure]
+
+
+def _maker(cls: type[_Made]) -> Callable[..., _Made]:
+    """A constructor of the frozen, slotted dataclass ``cls`` that takes every field, in order,
+    positionally, and stores each through its slot: about half the time of the ``__init__``
+    ``dataclass`` writes, which goes through ``object.__setattr__`` by name. The same object;
+    for values smq made itself, on the paths that make one per message."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    if "__post_init__" in vars(cls) or "__slots__" not in vars(cls):
+        raise TypeError(f"{cls.__name__}: not a plain slotted dataclass")
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    namespace.update({f"set_{name}": getattr(cls, name).__set__ for name in names})
+    lines = [f"def make({', '.join(names)}):", "    made = new(cls)"]
+    lines += [f"    set_{name}(made, {name})" for name in names]
+    lines.append("    return made")
+    exec("\n".join(lines), namespace)  # as dataclasses makes __init__
+    make: Callable[..., _Made] = namespace["make"]
+    return make
+
+
+new_message = _maker(Message)
+"""``Message(...)`` with every field given, positionally."""
+new_send_result = _maker(SendResult)
+"""``SendResult(...)`` with every field given, positionally."""
+
+
+def received(
+    home: str, issuer: str, token: str, reply: Sequence[Any], start: int, stride: int
+) -> list[Message]:
+    """The messages of a receive script's reply, from ``start`` on.
+
+    Each takes ``stride`` values: stored id, record, receive count, first receive (ms), and on a
+    FIFO queue (stride 5) the sequence number. ``issuer`` is the queue (or shard) whose receipts
+    end in ``token``; ``home`` the queue the messages show.
+    """
+    stored_ids = reply[start::stride]
+    sequences: Iterable[Any] = reply[start + 4 :: stride] if stride == 5 else itertools.repeat(None)
+    make = new_message
+    messages = []
+    attributes: dict[str, MessageAttribute]
+    for stored, shown, record, count, first_ms, sequence in zip(
+        stored_ids,
+        message_ids(stored_ids),
+        reply[start + 1 :: stride],
+        reply[start + 2 :: stride],
+        reply[start + 3 :: stride],
+        sequences,  # endless on a standard queue
+        strict=False,
+    ):
+        sent, _, payload = record.partition(b"|")
+        if payload[:2] == b"0:":  # no header, no attributes (decode_record would find the same)
+            sent_ms, attributes, body = int(sent), {}, payload[2:].decode()
+            group = deduplication_id = trace = sender = None
+        else:
+            sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(record)
+        messages.append(
+            make(
+                home,
+                shown,
+                f"{issuer}:{stored.decode()}:{token}",
+                body,
+                attributes,
+                sent_ms / 1000,
+                count,
+                first_ms / 1000,
+                group,
+                deduplication_id,
+                None if sequence is None else sequence.decode(),
+                trace,
+                sender,
+            )
+        )
+    return messages

@@ -28,7 +28,6 @@ from ._errors import (
     error_for,
 )
 from ._events import Event, read_events
-from ._ids import message_id
 from ._keys import QueueKeys
 from ._message import (
     AttributeValue,
@@ -40,8 +39,8 @@ from ._message import (
     SendEntry,
     SendResult,
     check_fifo_id,
-    decode_record,
     parse_receipt,
+    received,
 )
 from ._moves import finish_moves
 from ._moves import recover as recover_moves
@@ -418,30 +417,7 @@ class Queue:
         if moved_n or recover:
             yield Blocking(self._after_receive_moves, reply[position : position + 2 * moved_n], recover)
             position += 2 * moved_n
-        messages = []
-        name = self.name
-        home = self._home
-        for i in range(position, len(reply), stride):
-            stored = reply[i]
-            sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(reply[i + 1])
-            messages.append(
-                Message(
-                    home,
-                    message_id(stored),
-                    f"{name}:{stored.decode()}:{token}",
-                    body,
-                    attributes,
-                    sent_ms / 1000,
-                    reply[i + 2],
-                    reply[i + 3] / 1000,
-                    group,
-                    deduplication_id,
-                    reply[i + 4].decode() if stride == 5 else None,
-                    trace,
-                    sender,
-                )
-            )
-        return messages, next_due_ms, wait_ms, False
+        return received(self._home, self.name, token, reply, position, stride), next_due_ms, wait_ms, False
 
     def _after_receive_moves(self, moved: list[Any], recover: int) -> None:
         """Finish the moves (dead letters) a receive began, and recover a round of old ones."""
