@@ -61,6 +61,11 @@ _SKIP_ROUNDS = 10
 log = logging.getLogger("smq.queue")
 
 
+def _no_extra(entry: Any) -> list[int]:
+    """A by-receipt script's arguments of an entry beyond its receipt: none (delete's)."""
+    return []
+
+
 @dataclass
 class _Rider:
     """A script call that rides on the next receive's write to Redis, and its reply once run.
@@ -486,7 +491,7 @@ class Queue:
         script: str,
         entries: Sequence[Any],
         single: bool,
-        extra: Callable[[Any], list[int]] = lambda entry: [],
+        extra: Callable[[Any], list[int]] = _no_extra,
     ) -> tuple[list[str], list[BatchFailure], list[int]]:
         """Run ``script`` for entries that name a receipt: (entry ids run, failures, statuses)."""
         return drive(self._client, self._by_receipt_steps(script, entries, single, extra))
@@ -496,7 +501,7 @@ class Queue:
         script: str,
         entries: Sequence[Any],
         single: bool,
-        extra: Callable[[Any], list[int]] = lambda entry: [],
+        extra: Callable[[Any], list[int]] = _no_extra,
     ) -> Steps[tuple[list[str], list[BatchFailure], list[int]]]:
         """``_by_receipt`` as steps."""
         shards = yield from self._shards_steps()
@@ -515,22 +520,25 @@ class Queue:
         self,
         entries: Sequence[Any],
         single: bool,
-        extra: Callable[[Any], list[int]] = lambda entry: [],
+        extra: Callable[[Any], list[int]] = _no_extra,
     ) -> tuple[list[Any] | None, list[str], list[BatchFailure]]:
         """(a by-receipt script's arguments, or None when no entry is valid; entry ids in them; failures)."""
         args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
         pending: list[str] = []
         failed: list[BatchFailure] = []
+        name = self.name
+        more: list[int] = []
         for entry in entries:
             try:
-                more = extra(entry)
-                stored, token = parse_receipt(self.name, entry.receipt_handle)
+                if extra is not _no_extra:
+                    more = extra(entry)  # the entry's own checks first
+                stored, token = parse_receipt(name, entry.receipt_handle)
             except SmqError as error:
                 if single:
                     raise
                 failed.append(failure(entry.id, error))
                 continue
-            args += [stored, token, *more]
+            args += (stored, token, *more) if more else (stored, token)
             pending.append(entry.id)
         if not pending:
             return None, pending, failed
@@ -571,6 +579,8 @@ class Queue:
         self, pending: list[str], failed: list[BatchFailure], statuses: list[int], *, single: bool
     ) -> BatchResult[str]:
         """The outcome per entry of the delete script's ``statuses`` for the ``pending`` entries."""
+        if not single and len(statuses) == len(pending) and (not statuses or min(statuses) >= 0):
+            return BatchResult(pending, failed)  # each deleted, or stale or gone: a success in a batch
         successful: list[str] = []
         for entry_id, status in zip(pending, statuses, strict=True):
             if status < 0:  # E_RECEIPT_EXPIRED: a FIFO receipt whose timeout ran out
