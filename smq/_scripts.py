@@ -238,7 +238,8 @@ class ScriptRunner:
         self._lock = threading.Lock()
         # Weak: a connection closes when the thread holding it ends.
         self._held: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._routes: dict[tuple[str, str], tuple[list[str], int]] = {}
+        # (script, queue, sharded) -> (the command up to the script's arguments, the keys' slot)
+        self._routes: dict[tuple[str, str, bool], tuple[tuple[Any, ...], int]] = {}
         # Scripts that ran (so were loaded on a node); see run_many.
         self._ran: set[str] = set()
         reset_after_fork(self)
@@ -256,18 +257,17 @@ class ScriptRunner:
 
     def _command(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> tuple[tuple[Any, ...], int]:
         """(the EVALSHA command of script ``name`` on a queue, the hash slot of its keys)."""
-        source = sources(self.sharded)[name]
-        route = self._routes.get((name, keys.name))
+        route = self._routes.get((name, keys.name, self.sharded))
         if route is None:
+            source = sources(self.sharded)[name]
             key_names = [keys.by_kind(kind) for kind in source.key_kinds]
-            route = (key_names, key_slot(key_names[0].encode()))
+            route = (("EVALSHA", source.sha, len(key_names), *key_names), key_slot(key_names[0].encode()))
             if len(self._routes) < 10_000:
-                self._routes[(name, keys.name)] = route
-        key_names, slot = route
-        return ("EVALSHA", source.sha, len(key_names), *key_names, *args), slot
+                self._routes[(name, keys.name, self.sharded)] = route
+        head, slot = route
+        return (*head, *args), slot
 
     def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
-        source = sources(self.sharded)[name]
         command, slot = self._command(name, keys, args)
         wait = None if name in READ_ONLY else self.wait
         try:
@@ -275,7 +275,7 @@ class ScriptRunner:
         except NoScriptError:
             # Load it on that node only: a cluster client's SCRIPT LOAD goes to every
             # primary and fails while any of them is down, when the others could serve.
-            self._send(("SCRIPT", "LOAD", source.text), slot, None)
+            self._send(("SCRIPT", "LOAD", sources(self.sharded)[name].text), slot, None)
             reply = self._send(command, slot, wait)
         self._ran.add(name)
         return reply
@@ -296,11 +296,16 @@ class ScriptRunner:
         if (
             target is None
             or any(s != slot for _, s in commands)
-            or any(n not in self._ran for n, _, _ in calls)
+            or not self._ran.issuperset(n for n, _, _ in calls)
         ):
             return [self.run(*call) for call in calls]
         writes = any(name not in READ_ONLY for name, _, _ in calls)
         replies = self._send_many_to(*target, [c for c, _ in commands], self.wait if writes else None)
+        for reply in replies:
+            if isinstance(reply, ResponseError):
+                break
+        else:
+            return replies  # each ran
         ran = _any_ran(replies)
         for i, reply in enumerate(replies):
             if isinstance(reply, (NoScriptError, MovedError, AskError)):
@@ -402,7 +407,8 @@ class ScriptRunner:
         try:
             # Connecting, or writing: a failure here leaves a command unsent or
             # cut short (a peer gone before the last byte ran nothing).
-            connection.connect()
+            if connection._sock is None:  # as connect() itself asks (see _closed_by_peer)
+                connection.connect()
             connected = True
             if wait is not None:
                 asked = wait.asked(node, connection)  # of the node connected to (Sentinel: found now)
