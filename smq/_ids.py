@@ -74,12 +74,17 @@ def message_id(stored: str | bytes) -> str:
 
 
 def message_ids(stored: Sequence[bytes]) -> list[str]:
-    """``message_id`` of each of ``stored`` (as Redis gives them), decoding the lot at once when
-    all are stored ids of this version (what a receive finds, but for old messages)."""
+    """``message_id`` of each of ``stored`` (as Redis gives them)."""
+    return shown_ids(stored) or [message_id(one) for one in stored]
+
+
+def shown_ids(stored: Sequence[bytes]) -> list[str] | None:
+    """``message_id`` of each of ``stored`` when all are stored ids of this version (what a
+    receive finds, but for old messages), decoded together; else None."""
     joined = b"|".join(stored)
-    if _STORED_RUN.fullmatch(joined):
-        return _all_shown(binascii.a2b_base64(joined.translate(_FROM_URL_SAFE, b"|")), len(stored))
-    return [message_id(one) for one in stored]
+    if _STORED_RUN.fullmatch(joined) is None:
+        return None
+    return _all_shown(binascii.a2b_base64(joined.translate(_FROM_URL_SAFE, b"|")), len(stored))
 
 
 def derived_id(*parts: bytes) -> str:

@@ -29,7 +29,7 @@ from ._errors import (
     InvalidParameter,
     ReceiptHandleIsInvalid,
 )
-from ._ids import message_ids
+from ._ids import message_ids, shown_ids
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS
 
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -263,8 +263,18 @@ def decode_record(
     )
 
 
+# Receipt handles this process made, each with what parse_receipt finds in it: (queue, stored
+# id, token). Only those that parse so go in; a consumer's deletes find theirs here, no parsing.
+_ISSUED: dict[str, tuple[str, str, str]] = {}
+_MAX_ISSUED = 4096
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
 def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:
     """(stored id, token) of a receipt handle ``<queue>:<stored id>:<token>`` (see ``smq._ids``)."""
+    issued = _ISSUED.get(receipt) if type(receipt) is str else None
+    if issued is not None and issued[0] == queue:
+        return issued[1], issued[2]
     # The same test as _RECEIPT.fullmatch(receipt) naming ``queue``, without the backtracking of
     # a name that may hold ":" (half the time).
     start = len(queue) + 1
@@ -496,13 +506,19 @@ def received(
     end in ``token``; ``home`` the queue the messages show.
     """
     stored_ids = reply[start::stride]
+    shown = shown_ids(stored_ids)
+    # Receipts that parse_receipt would take go to _ISSUED: of this version's stored ids, a
+    # valid token and queue name.
+    issued = _ISSUED if shown and _TOKEN.fullmatch(token) and _issues_receipts(issuer) else None
+    if issued is not None and len(issued) > _MAX_ISSUED - len(stored_ids):
+        issued.clear()
     sequences: Iterable[Any] = reply[start + 4 :: stride] if stride == 5 else itertools.repeat(None)
     make = new_message
     messages = []
     attributes: dict[str, MessageAttribute]
-    for stored, shown, record, count, first_ms, sequence in zip(
+    for stored, message_id, record, count, first_ms, sequence in zip(
         stored_ids,
-        message_ids(stored_ids),
+        shown or message_ids(stored_ids),
         reply[start + 1 :: stride],
         reply[start + 2 :: stride],
         reply[start + 3 :: stride],
@@ -515,11 +531,15 @@ def received(
             group = deduplication_id = trace = sender = None
         else:
             sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(record)
+        stored_id = stored.decode()
+        receipt = f"{issuer}:{stored_id}:{token}"
+        if issued is not None:
+            issued[receipt] = (issuer, stored_id, token)
         messages.append(
             make(
                 home,
-                shown,
-                f"{issuer}:{stored.decode()}:{token}",
+                message_id,
+                receipt,
                 body,
                 attributes,
                 sent_ms / 1000,
