@@ -149,9 +149,27 @@ def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> S
         stride = 2
     ok, duplicated = int(Status.OK), int(Status.DUPLICATE)
     make = new_send_result
+    statuses = reply[1::stride]
+    if not fifo and len(statuses) == len(pending) and statuses.count(ok) == len(statuses):
+        # Each stored (the usual answer of a standard queue): nothing more to read.
+        return BatchResult(
+            [
+                make(
+                    shown_id,
+                    entry.body,
+                    attributes,
+                    "" if single else entry.id,
+                    None,
+                    False,
+                    entry.trace_header,
+                )
+                for entry, shown_id, attributes in pending
+            ],
+            failed,
+        )
     successful: list[SendResult] = []
     at = 1
-    for (entry, shown_id, attributes), status in zip(pending, reply[1::stride], strict=True):
+    for (entry, shown_id, attributes), status in zip(pending, statuses, strict=True):
         sequence = text(reply[at + 2]) if fifo else ""
         if status == ok or status == duplicated:
             duplicate = status == duplicated

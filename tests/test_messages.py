@@ -186,6 +186,11 @@ def test_batch_send_reports_each_entry(client: smq.Client) -> None:
         ([SendEntry("same", "x"), SendEntry("same", "y")], smq.BatchEntryIdsNotDistinct),
         ([SendEntry("bad id", "x")], smq.InvalidBatchEntryId),
         ([SendEntry("i" * 81, "x")], smq.InvalidBatchEntryId),
+        # The ids are matched joined by ",": one holding it, or empty, is still refused.
+        ([SendEntry("a,b", "x"), SendEntry("c", "y")], smq.InvalidBatchEntryId),
+        ([SendEntry("a", "x"), SendEntry("", "y")], smq.InvalidBatchEntryId),
+        ([SendEntry("a", "x"), SendEntry(1, "y")], smq.InvalidBatchEntryId),  # type: ignore[arg-type]
+        ([SendEntry("a", "x"), SendEntry("a", "y"), SendEntry("bad id", "z")], smq.InvalidBatchEntryId),
         ([SendEntry(f"e{n}", "x" * 200_000) for n in range(6)], smq.BatchRequestTooLong),
     ],
 )
