@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import base64
 import functools
-import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
 from typing import Any, Generic, TypeVar, Union
@@ -515,31 +514,44 @@ def received(
     issued = _ISSUED if shown and _TOKEN.fullmatch(token) and _issues_receipts(issuer) else None
     if issued is not None and len(issued) > _MAX_ISSUED - len(stored_ids):
         issued.clear()
-    sequences: Iterable[Any] = reply[start + 4 :: stride] if stride == 5 else itertools.repeat(None)
     make = new_message
     messages = []
     attributes: dict[str, MessageAttribute]
+    # FIFO: the sequence numbers.
+    sequences = [one.decode() for one in reply[start + 4 :: 5]] if stride == 5 else [None] * len(stored_ids)
     for stored, message_id, record, count, first_ms, sequence in zip(
         stored_ids,
         shown or message_ids(stored_ids),
         reply[start + 1 :: stride],
         reply[start + 2 :: stride],
         reply[start + 3 :: stride],
-        sequences,  # endless on a standard queue
-        strict=False,
+        sequences,
+        strict=True,
     ):
-        sent, _, payload = record.partition(b"|")
-        if payload[:2] == b"0:":  # no header, no attributes (decode_record would find the same)
-            sent_ms, attributes, body = int(sent), {}, payload[2:].decode()
-            group = deduplication_id = trace = sender = None
-        else:
-            sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(record)
         stored_id = stored.decode()
         receipt = f"{issuer}:{stored_id}:{token}"
         if issued is not None:
             issued[receipt] = (issuer, stored_id, token)
-        messages.append(
-            make(
+        sent, _, payload = record.partition(b"|")
+        if payload[:2] == b"0:":  # no header, no attributes (decode_record would find the same)
+            message = make(
+                home,
+                message_id,
+                receipt,
+                payload[2:].decode(),
+                {},
+                int(sent) / 1000,
+                count,
+                first_ms / 1000,
+                None,
+                None,
+                sequence,
+                None,
+                None,
+            )
+        else:
+            sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(record)
+            message = make(
                 home,
                 message_id,
                 receipt,
@@ -550,9 +562,9 @@ def received(
                 first_ms / 1000,
                 group,
                 deduplication_id,
-                None if sequence is None else sequence.decode(),
+                sequence,
                 trace,
                 sender,
             )
-        )
+        messages.append(message)
     return messages
