@@ -290,17 +290,20 @@ class ScriptRunner:
         Until each script has run once through this runner, the calls go one by
         one, so that the first use (which loads the scripts) keeps their order.
         """
-        commands = [self._command(*call) for call in calls]
-        slot = commands[0][1]
+        commands = []
+        slots = set()
+        writes = False  # whether any of them changes data (a wait follows)
+        together = True  # whether each has run here before (see above)
+        for name, keys, args in calls:
+            command, slot = self._command(name, keys, args)
+            commands.append(command)
+            slots.add(slot)
+            writes = writes or name not in READ_ONLY
+            together = together and name in self._ran
         target = self._target(slot, None)
-        if (
-            target is None
-            or any(s != slot for _, s in commands)
-            or not self._ran.issuperset(n for n, _, _ in calls)
-        ):
+        if target is None or len(slots) > 1 or not together:
             return [self.run(*call) for call in calls]
-        writes = any(name not in READ_ONLY for name, _, _ in calls)
-        replies = self._send_many_to(*target, [c for c, _ in commands], self.wait if writes else None)
+        replies = self._send_many_to(*target, commands, self.wait if writes else None)
         for reply in replies:
             if isinstance(reply, ResponseError):
                 break
