@@ -155,7 +155,9 @@ def check_body(body: object) -> bytes:
         raise InvalidMessageContents(f"message body must be a str, not {type(body).__name__}")
     if not body:
         raise InvalidMessageContents("message body must not be empty")
-    bad = _FORBIDDEN_CHARS.search(body)
+    # Every character SQS refuses is a control character, a surrogate or a noncharacter, none
+    # of them printable: printable text (no tab or newline either) needs no search.
+    bad = None if body.isprintable() else _FORBIDDEN_CHARS.search(body)
     if bad:
         raise InvalidMessageContents(
             f"message body has a character SQS does not allow: {bad.group()!r} at {bad.start()}"

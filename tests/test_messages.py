@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 import smq
 from conftest import Clock
 from smq import MessageAttribute as Attr
-from smq import SendEntry
+from smq import SendEntry, _message
 
 
 def test_digests_match_sqs_reference_values() -> None:
@@ -63,12 +65,19 @@ def test_system_attributes_come_from_the_server_clock(client: smq.Client, clock:
     assert second.receipt_handle != first.receipt_handle
 
 
-@pytest.mark.parametrize("body", ["", "bad \x00 char", "bad \x1f", "\ufffe"])
+@pytest.mark.parametrize("body", ["", "bad \x00 char", "bad \x1f", "\ufffe", "\ud800", "ok\tbut \x0b"])
 def test_bodies_with_characters_sqs_refuses_raise(client: smq.Client, body: str) -> None:
     queue = client.create_queue("jobs")
     with pytest.raises(smq.InvalidMessageContents):
         queue.send(body)
     assert queue.attributes().visible == 0
+
+
+def test_no_character_sqs_refuses_is_printable() -> None:
+    # check_body searches only a body that is not all printable (this Python's Unicode data).
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    refused = _message._FORBIDDEN_CHARS.findall(every)
+    assert len(refused) == 29 + 2048 + 2 and not any(c.isprintable() for c in refused)
 
 
 def test_size_limit_counts_body_and_attributes(client: smq.Client) -> None:
