@@ -30,6 +30,7 @@ from collections.abc import Sequence
 _RANDOM_BYTES = 15
 _STORED_LENGTH = 20
 _FROM_URL_SAFE = bytes.maketrans(b"-_", b"+/")
+_TO_STORED = bytes.maketrans(b"+/", b"--")  # base64's two signs: both "-" in a stored id
 _STORED = re.compile(rb"[A-Za-z0-9-]{%d}" % _STORED_LENGTH)
 _STORED_RUN = re.compile(rb"(?:[A-Za-z0-9-]{%d}\|)*[A-Za-z0-9-]{%d}" % (_STORED_LENGTH, _STORED_LENGTH))
 
@@ -52,16 +53,16 @@ def _all_shown(raw: bytes, count: int) -> list[str]:
 def new_ids(count: int) -> list[tuple[str, str]]:
     """``count`` new (stored id, message id) pairs, from one read of the OS's random source."""
     # 15 bytes are whole base64 groups: the encoding of the lot is the ids end to end.
-    stored = base64.urlsafe_b64encode(os.urandom(_RANDOM_BYTES * count)).replace(b"_", b"-")
+    stored = binascii.b2a_base64(os.urandom(_RANDOM_BYTES * count), newline=False).translate(_TO_STORED)
     raw = binascii.a2b_base64(stored.translate(_FROM_URL_SAFE))  # the bits the ids now hold
     text = stored.decode()
-    return [
-        (
-            text[_STORED_LENGTH * n : _STORED_LENGTH * (n + 1)],
-            _shown(raw[_RANDOM_BYTES * n : _RANDOM_BYTES * (n + 1)]),
+    return list(
+        zip(
+            [text[at : at + _STORED_LENGTH] for at in range(0, _STORED_LENGTH * count, _STORED_LENGTH)],
+            _all_shown(raw, count),
+            strict=True,
         )
-        for n in range(count)
-    ]
+    )
 
 
 def message_id(stored: str | bytes) -> str:
