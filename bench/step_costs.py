@@ -1,8 +1,10 @@
 """Where a message's time goes: each step of smq's core beside the same step on Redis Streams.
 
 One process, one embedded Redis (TCP on 127.0.0.1), no concurrency: for each
-step (send a batch of 10, receive 10, delete 10) it runs ``--calls`` calls
-back to back and reads, over exactly those calls, the Redis server's CPU
+step (send a batch of 10, receive 10, delete 10; then, after as many sends
+again, unmeasured, delete the previous 10 and receive the next 10 in one round
+trip: smq's ``delete_and_receive``, on Streams XACK + XDEL pipelined with
+XREADGROUP) it runs ``--calls`` calls back to back and reads, over exactly those calls, the Redis server's CPU
 (``INFO cpu``), the time Redis spent inside the commands (``INFO
 commandstats``: for smq the scripts, for Streams XADD / XREADGROUP / XACK +
 XDEL), and this process's own CPU (``time.process_time``). Everything is per
@@ -35,6 +37,14 @@ GROUP = "workers"
 # The commands the clients send. Those a script runs are counted in commandstats too, but their
 # time is inside the script's: summing every command would count it twice.
 TOP_LEVEL = ("evalsha", "xadd", "xreadgroup", "xack", "xdel")
+DELETE_AND_RECEIVE = "delete_and_receive"
+STEPS = ("send", "receive", "delete", DELETE_AND_RECEIVE)
+# The rows that add steps up: a message's whole life, by separate calls and by the consumer's
+# one round trip per batch.
+TOTALS = {
+    "**all three**": ("send", "receive", "delete"),
+    "**send + delete_and_receive**": ("send", DELETE_AND_RECEIVE),
+}
 
 
 def counters(admin: redis.Redis) -> tuple[float, float]:
@@ -82,11 +92,19 @@ def smq_steps(url: str, calls: int) -> tuple[dict[str, Callable[[], int]], Calla
         batch = [smq.DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(messages)]
         return len(queue.delete_batch(batch).successful)
 
+    def delete_and_receive() -> int:
+        # The batch received last is deleted on the fetch of the next (none on the first call).
+        finished = held.pop() if held else []
+        batch = [smq.DeleteEntry(str(i), m.receipt_handle) for i, m in enumerate(finished)]
+        _, messages = queue.delete_and_receive(batch, BATCH)
+        held.append(messages)
+        return len(messages)
+
     def done() -> None:
         client.delete_queue("profile-smq")
         client.close()
 
-    return {"send": send, "receive": receive, "delete": delete}, done
+    return {"send": send, "receive": receive, "delete": delete, DELETE_AND_RECEIVE: delete_and_receive}, done
 
 
 def streams_steps(
@@ -118,11 +136,23 @@ def streams_steps(
             acked, _ = pipe.execute()
         return int(acked)
 
+    def delete_and_receive() -> int:
+        ids = held.pop() if held else []
+        with connection.pipeline(transaction=False) as pipe:
+            if ids:
+                pipe.xack(name, GROUP, *ids)
+                pipe.xdel(name, *ids)
+            pipe.xreadgroup(GROUP, "c", {name: ">"}, count=BATCH)
+            reply = pipe.execute()[-1]
+        received = [entry_id for entry_id, _ in reply[0][1]] if reply else []
+        held.append(received)
+        return len(received)
+
     def done() -> None:
         connection.delete(name)
         connection.close()
 
-    return {"send": send, "receive": receive, "delete": delete}, done
+    return {"send": send, "receive": receive, "delete": delete, DELETE_AND_RECEIVE: delete_and_receive}, done
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,8 +171,12 @@ def main(argv: list[str] | None = None) -> int:
                             steps, done = smq_steps(f"redis://127.0.0.1:{server.port}/0", args.calls)
                         else:
                             steps, done = streams_steps(address, args.calls)
-                        # Sends first (so receives find messages), then receives, then deletes.
-                        for step in ("send", "receive", "delete"):
+                        # Sends first (so receives find messages), then receives, then deletes;
+                        # then as many sends again, not measured, for delete_and_receive to take.
+                        for step in STEPS:
+                            if step == DELETE_AND_RECEIVE:
+                                for _ in range(args.calls):
+                                    steps["send"]()
                             figures = measure(admin, steps[step], args.calls)
                             rounds.setdefault((system, step), []).append(figures)
                         done()
@@ -166,15 +200,26 @@ def _table(rounds: dict[tuple[str, str], list[dict[str, float]]]) -> str:
     kinds = ("redis_cpu_us", "in_commands_us", "around_commands_us", "client_cpu_us")
     header = "| step | system | Redis CPU | in commands | around commands | client CPU |"
     lines = [header, "|---|---|---:|---:|---:|---:|"]
-    totals: dict[str, dict[str, float]] = {}
+    medians: dict[tuple[str, str], dict[str, float]] = {}
     for (system, step), values in rounds.items():
-        medians = {kind: statistics.median(v[kind] for v in values) for kind in kinds}
-        for kind in kinds:
-            totals.setdefault(system, {}).setdefault(kind, 0.0)
-            totals[system][kind] += medians[kind]
-        lines.append(f"| {step} | {system} | " + " | ".join(f"{medians[k]:.1f}" for k in kinds) + " |")
-    for system, sums in totals.items():
-        lines.append(f"| **all three** | {system} | " + " | ".join(f"{sums[k]:.1f}" for k in kinds) + " |")
+        medians[system, step] = {kind: statistics.median(v[kind] for v in values) for kind in kinds}
+        figures = medians[system, step]
+        lines.append(f"| {step} | {system} | " + " | ".join(f"{figures[k]:.1f}" for k in kinds) + " |")
+    systems = list(dict.fromkeys(system for system, _ in rounds))
+    for label, parts in TOTALS.items():
+        for system in systems:
+            sums = [sum(medians[system, step][k] for step in parts) for k in kinds]
+            lines.append(f"| {label} | {system} | " + " | ".join(f"{v:.1f}" for v in sums) + " |")
+    client = {
+        label: [sum(medians[system, step]["client_cpu_us"] for step in parts) for system in systems]
+        for label, parts in TOTALS.items()
+    }
+    if len(systems) == 2:
+        lines.append("")
+        for label, (first, second) in client.items():
+            lines.append(
+                f"client CPU, {label.strip('*')}: {systems[0]} / {systems[1]} = {first / second:.2f}"
+            )
     return "\n".join(lines) + "\n\nµs per message; batches of 10."
 
 

@@ -501,8 +501,7 @@ class Client:
         """Run scripts of one queue in one write to Redis; raise the first error a status names."""
         if not self._checked:
             self._check_redis()
-        what = " and ".join(name for name, _, _ in calls)
-        replies: list[Any] = self._at_boundary(what, queue, self._scripts.run_many, calls)
+        replies: list[Any] = self._at_boundary(_Named(calls), queue, self._scripts.run_many, calls)
         for reply in replies:
             if reply[0] < 0 and reply[0] != tolerate:
                 raise error_for(reply[0], queue, reply[1] if len(reply) > 1 else "")
@@ -527,11 +526,11 @@ class Client:
                 raise Unavailable(f"{what} of queue {queue!r}: {error}") from error
             raise BackendError(f"{what} of queue {queue!r}: {error}") from error
 
-    def _at_boundary(self, what: str, queue: str, function: Any, *args: Any) -> Any:
+    def _at_boundary(self, what: str | _Named, queue: str, function: Any, *args: Any) -> Any:
         try:
             return function(*args)
         except NotReplicated as error:
-            note_not_replicated(what, queue, error)
+            note_not_replicated(str(what), queue, error)
             raise OutcomeUnknown(f"{what} on queue {queue!r}: {error}") from error
         except (RedisConnectionError, RedisTimeoutError) as error:
             if _not_run(error):
@@ -712,3 +711,15 @@ def _not_run(error: BaseException) -> bool:
         return True
     text = str(error)
     return " connecting to " in text or text.startswith(("Timeout connecting", "Connection refused"))
+
+
+class _Named:
+    """The names of scripts run together ("delete and receive"), put into words only for an error."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self, calls: Sequence[tuple[str, QueueKeys, Sequence[Any]]]) -> None:
+        self.calls = calls
+
+    def __str__(self) -> str:
+        return " and ".join(name for name, _, _ in self.calls)

@@ -25,11 +25,14 @@ import binascii
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 
 _RANDOM_BYTES = 15
 _STORED_LENGTH = 20
 _FROM_URL_SAFE = bytes.maketrans(b"-_", b"+/")
+_TO_STORED = bytes.maketrans(b"+/", b"--")  # base64's two signs: both "-" in a stored id
 _STORED = re.compile(rb"[A-Za-z0-9-]{%d}" % _STORED_LENGTH)
+_STORED_RUN = re.compile(rb"(?:[A-Za-z0-9-]{%d}\|)*[A-Za-z0-9-]{%d}" % (_STORED_LENGTH, _STORED_LENGTH))
 
 
 def _shown(raw: bytes) -> str:
@@ -38,19 +41,28 @@ def _shown(raw: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[12:15]}-8{h[15:18]}-{h[18:]}"
 
 
+def _all_shown(raw: bytes, count: int) -> list[str]:
+    """The UUID forms of ``count`` stored ids' random bytes, end to end in ``raw``: one hex of the lot."""
+    h = raw.hex()
+    return [
+        f"{h[o : o + 8]}-{h[o + 8 : o + 12]}-4{h[o + 12 : o + 15]}-8{h[o + 15 : o + 18]}-{h[o + 18 : o + 30]}"
+        for o in range(0, 2 * _RANDOM_BYTES * count, 2 * _RANDOM_BYTES)
+    ]
+
+
 def new_ids(count: int) -> list[tuple[str, str]]:
     """``count`` new (stored id, message id) pairs, from one read of the OS's random source."""
     # 15 bytes are whole base64 groups: the encoding of the lot is the ids end to end.
-    stored = base64.urlsafe_b64encode(os.urandom(_RANDOM_BYTES * count)).replace(b"_", b"-")
+    stored = binascii.b2a_base64(os.urandom(_RANDOM_BYTES * count), newline=False).translate(_TO_STORED)
     raw = binascii.a2b_base64(stored.translate(_FROM_URL_SAFE))  # the bits the ids now hold
     text = stored.decode()
-    return [
-        (
-            text[_STORED_LENGTH * n : _STORED_LENGTH * (n + 1)],
-            _shown(raw[_RANDOM_BYTES * n : _RANDOM_BYTES * (n + 1)]),
+    return list(
+        zip(
+            [text[at : at + _STORED_LENGTH] for at in range(0, _STORED_LENGTH * count, _STORED_LENGTH)],
+            _all_shown(raw, count),
+            strict=True,
         )
-        for n in range(count)
-    ]
+    )
 
 
 def message_id(stored: str | bytes) -> str:
@@ -60,6 +72,20 @@ def message_id(stored: str | bytes) -> str:
         return _shown(binascii.a2b_base64(data.translate(_FROM_URL_SAFE)))
     # Stored by an earlier version (a UUID), or an id given to the scripts by hand: as it is.
     return stored if isinstance(stored, str) else stored.decode()
+
+
+def message_ids(stored: Sequence[bytes]) -> list[str]:
+    """``message_id`` of each of ``stored`` (as Redis gives them)."""
+    return shown_ids(stored) or [message_id(one) for one in stored]
+
+
+def shown_ids(stored: Sequence[bytes]) -> list[str] | None:
+    """``message_id`` of each of ``stored`` when all are stored ids of this version (what a
+    receive finds, but for old messages), decoded together; else None."""
+    joined = b"|".join(stored)
+    if _STORED_RUN.fullmatch(joined) is None:
+        return None
+    return _all_shown(binascii.a2b_base64(joined.translate(_FROM_URL_SAFE, b"|")), len(stored))
 
 
 def derived_id(*parts: bytes) -> str:

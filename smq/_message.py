@@ -12,12 +12,13 @@ when it moves to another queue.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
-from typing import Generic, TypeVar, Union
+from typing import Any, Generic, TypeVar, Union
 
 from ._digest import md5_of_attributes, md5_of_body
 from ._errors import (
@@ -27,6 +28,7 @@ from ._errors import (
     InvalidParameter,
     ReceiptHandleIsInvalid,
 )
+from ._ids import message_ids, shown_ids
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS
 
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -35,9 +37,12 @@ _ATTRIBUTE_NAME = re.compile(r"[\w.-]{1,256}")
 _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
 # A receipt names the queue (or, of a sharded queue, the shard: its name has
 # at most 10 characters more) that issued it.
-_RECEIPT = re.compile(
-    rf"([{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})"
-)
+_ISSUER = rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}"
+_RECEIPT = re.compile(rf"({_ISSUER}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})")
+# What follows "<queue>:" in a receipt. Neither part holds a ":", so a receipt that starts with
+# "<queue>:" and goes on so is one _RECEIPT matches naming that queue (if the name is an issuer's).
+_RECEIPT_TAIL = re.compile(r"([A-Za-z0-9-]{1,64}):([A-Za-z0-9_-]{16,64})")
+_ISSUER_NAME = re.compile(_ISSUER)
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
 # A Number attribute's text: ASCII digits, sign, point and exponent, nothing
 # around them (Decimal alone would also take spaces, underscores and other
@@ -150,7 +155,9 @@ def check_body(body: object) -> bytes:
         raise InvalidMessageContents(f"message body must be a str, not {type(body).__name__}")
     if not body:
         raise InvalidMessageContents("message body must not be empty")
-    bad = _FORBIDDEN_CHARS.search(body)
+    # Every character SQS refuses is a control character, a surrogate or a noncharacter, none
+    # of them printable: printable text (no tab or newline either) needs no search.
+    bad = None if body.isprintable() else _FORBIDDEN_CHARS.search(body)
     if bad:
         raise InvalidMessageContents(
             f"message body has a character SQS does not allow: {bad.group()!r} at {bad.start()}"
@@ -257,13 +264,33 @@ def decode_record(
     )
 
 
+# Receipt handles this process made, each with what parse_receipt finds in it: (queue, stored
+# id, token). Only those that parse so go in; a consumer's deletes find theirs here, no parsing.
+_ISSUED: dict[str, tuple[str, str, str]] = {}
+_MAX_ISSUED = 4096
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
 def parse_receipt(queue: str, receipt: object) -> tuple[str, str]:
     """(stored id, token) of a receipt handle ``<queue>:<stored id>:<token>`` (see ``smq._ids``)."""
-    match = _RECEIPT.fullmatch(receipt) if isinstance(receipt, str) else None
-    if match is None or match.group(1) != queue:
-        # One text for garbage and for another queue's receipt, as SQS.
-        raise ReceiptHandleIsInvalid(f'The input receipt handle "{receipt}" is not a valid receipt handle.')
-    return match.group(2), match.group(3)
+    issued = _ISSUED.get(receipt) if type(receipt) is str else None
+    if issued is not None and issued[0] == queue:
+        return issued[1], issued[2]
+    # The same test as _RECEIPT.fullmatch(receipt) naming ``queue``, without the backtracking of
+    # a name that may hold ":" (half the time).
+    start = len(queue) + 1
+    if isinstance(receipt, str) and receipt.startswith(queue) and receipt[start - 1 : start] == ":":
+        match = _RECEIPT_TAIL.fullmatch(receipt, start)
+        if match is not None and _issues_receipts(queue):
+            return match.group(1), match.group(2)
+    # One text for garbage and for another queue's receipt, as SQS.
+    raise ReceiptHandleIsInvalid(f'The input receipt handle "{receipt}" is not a valid receipt handle.')
+
+
+@functools.lru_cache(maxsize=1024)
+def _issues_receipts(queue: str) -> bool:
+    """Whether ``queue`` is a name a receipt handle may hold."""
+    return _ISSUER_NAME.fullmatch(queue) is not None
 
 
 def receipt_queue(receipt: object) -> str:
@@ -435,6 +462,7 @@ class BatchFailure:
 
 
 T = TypeVar("T")
+_Made = TypeVar("_Made")
 
 
 @dataclass(frozen=True)
@@ -443,3 +471,102 @@ class BatchResult(Generic[T]):
 
     successful: list[T]
     failed: list[BatchFailure]
+
+
+def _maker(cls: type[_Made]) -> Callable[..., _Made]:
+    """A constructor of the frozen, slotted dataclass ``cls`` that takes every field, in order,
+    positionally: a fifth of the time of the ``__init__`` ``dataclass`` writes, which sets each
+    field through ``object.__setattr__`` by name. It fills an object of a plain class with the
+    same slots, then makes it a ``cls`` (the same layout: Python checks); the object is the one
+    ``cls(...)`` makes. For values smq made itself, on the paths that make one per message."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    if tuple(names) != vars(cls).get("__slots__") or "__post_init__" in vars(cls):
+        raise TypeError(f"{cls.__name__}: not a plain slotted dataclass")
+    lines = [f"class Make{cls.__name__}:", f"    __slots__ = {tuple(names)!r}"]
+    lines.append(f"    def __init__(self, {', '.join(names)}):")
+    lines += [f"        self.{name} = {name}" for name in names]
+    lines.append("        self.__class__ = cls")
+    namespace: dict[str, Any] = {"cls": cls}
+    exec("\n".join(lines), namespace)  # as dataclasses writes __init__
+    make: Callable[..., _Made] = namespace[f"Make{cls.__name__}"]
+    if type(make(*names)) is not cls:  # a Python that would not: fail here, not in a receive
+        raise TypeError(f"{cls.__name__}: cannot be made from its slots")
+    return make
+
+
+new_message = _maker(Message)
+"""``Message(...)`` with every field given, positionally."""
+new_send_result = _maker(SendResult)
+"""``SendResult(...)`` with every field given, positionally."""
+
+
+def received(
+    home: str, issuer: str, token: str, reply: Sequence[Any], start: int, stride: int
+) -> list[Message]:
+    """The messages of a receive script's reply, from ``start`` on.
+
+    Each takes ``stride`` values: stored id, record, receive count, first receive (ms), and on a
+    FIFO queue (stride 5) the sequence number. ``issuer`` is the queue (or shard) whose receipts
+    end in ``token``; ``home`` the queue the messages show.
+    """
+    stored_ids = reply[start::stride]
+    shown = shown_ids(stored_ids)
+    # Receipts that parse_receipt would take go to _ISSUED: of this version's stored ids, a
+    # valid token and queue name.
+    issued = _ISSUED if shown and _TOKEN.fullmatch(token) and _issues_receipts(issuer) else None
+    if issued is not None and len(issued) > _MAX_ISSUED - len(stored_ids):
+        issued.clear()
+    make = new_message
+    messages = []
+    attributes: dict[str, MessageAttribute]
+    # FIFO: the sequence numbers.
+    sequences = [one.decode() for one in reply[start + 4 :: 5]] if stride == 5 else [None] * len(stored_ids)
+    for stored, message_id, record, count, first_ms, sequence in zip(
+        stored_ids,
+        shown or message_ids(stored_ids),
+        reply[start + 1 :: stride],
+        reply[start + 2 :: stride],
+        reply[start + 3 :: stride],
+        sequences,
+        strict=True,
+    ):
+        stored_id = stored.decode()
+        receipt = f"{issuer}:{stored_id}:{token}"
+        if issued is not None:
+            issued[receipt] = (issuer, stored_id, token)
+        sent, _, payload = record.partition(b"|")
+        if payload[:2] == b"0:":  # no header, no attributes (decode_record would find the same)
+            message = make(
+                home,
+                message_id,
+                receipt,
+                payload[2:].decode(),
+                {},
+                int(sent) / 1000,
+                count,
+                first_ms / 1000,
+                None,
+                None,
+                sequence,
+                None,
+                None,
+            )
+        else:
+            sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(record)
+            message = make(
+                home,
+                message_id,
+                receipt,
+                body,
+                attributes,
+                sent_ms / 1000,
+                count,
+                first_ms / 1000,
+                group,
+                deduplication_id,
+                sequence,
+                trace,
+                sender,
+            )
+        messages.append(message)
+    return messages

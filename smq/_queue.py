@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import binascii
 import logging
-import secrets
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,6 @@ from ._errors import (
     error_for,
 )
 from ._events import Event, read_events
-from ._ids import message_id
 from ._keys import QueueKeys
 from ._message import (
     AttributeValue,
@@ -40,8 +40,8 @@ from ._message import (
     SendEntry,
     SendResult,
     check_fifo_id,
-    decode_record,
     parse_receipt,
+    received,
 )
 from ._moves import finish_moves
 from ._moves import recover as recover_moves
@@ -60,6 +60,19 @@ MAX_WAIT_SECONDS = 20
 _SKIP_ROUNDS = 10
 
 log = logging.getLogger("smq.queue")
+
+
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def _new_token() -> str:
+    """A receive's token: ``secrets.token_urlsafe(12)`` (16 characters), without its layers."""
+    return binascii.b2a_base64(os.urandom(12), newline=False).translate(_URL_SAFE).decode()
+
+
+def _no_extra(entry: Any) -> list[int]:
+    """A by-receipt script's arguments of an entry beyond its receipt: none (delete's)."""
+    return []
 
 
 @dataclass
@@ -392,7 +405,7 @@ class Queue:
     def _receive_once_steps(
         self, max_messages: int, visibility_ms: int, attempt_id: str = "", rider: _Rider | None = None
     ) -> Steps[tuple[list[Message], int, int, bool]]:
-        token = secrets.token_urlsafe(12)
+        token = _new_token()
         args: tuple[Any, ...] = (self._client._now_arg(), max_messages, visibility_ms, token, self.name)
         script = "receive"
         if self.fifo:
@@ -418,30 +431,7 @@ class Queue:
         if moved_n or recover:
             yield Blocking(self._after_receive_moves, reply[position : position + 2 * moved_n], recover)
             position += 2 * moved_n
-        messages = []
-        name = self.name
-        home = self._home
-        for i in range(position, len(reply), stride):
-            stored = reply[i]
-            sent_ms, attributes, body, group, deduplication_id, trace, sender = decode_record(reply[i + 1])
-            messages.append(
-                Message(
-                    home,
-                    message_id(stored),
-                    f"{name}:{stored.decode()}:{token}",
-                    body,
-                    attributes,
-                    sent_ms / 1000,
-                    reply[i + 2],
-                    reply[i + 3] / 1000,
-                    group,
-                    deduplication_id,
-                    reply[i + 4].decode() if stride == 5 else None,
-                    trace,
-                    sender,
-                )
-            )
-        return messages, next_due_ms, wait_ms, False
+        return received(self._home, self.name, token, reply, position, stride), next_due_ms, wait_ms, False
 
     def _after_receive_moves(self, moved: list[Any], recover: int) -> None:
         """Finish the moves (dead letters) a receive began, and recover a round of old ones."""
@@ -510,7 +500,7 @@ class Queue:
         script: str,
         entries: Sequence[Any],
         single: bool,
-        extra: Callable[[Any], list[int]] = lambda entry: [],
+        extra: Callable[[Any], list[int]] = _no_extra,
     ) -> tuple[list[str], list[BatchFailure], list[int]]:
         """Run ``script`` for entries that name a receipt: (entry ids run, failures, statuses)."""
         return drive(self._client, self._by_receipt_steps(script, entries, single, extra))
@@ -520,7 +510,7 @@ class Queue:
         script: str,
         entries: Sequence[Any],
         single: bool,
-        extra: Callable[[Any], list[int]] = lambda entry: [],
+        extra: Callable[[Any], list[int]] = _no_extra,
     ) -> Steps[tuple[list[str], list[BatchFailure], list[int]]]:
         """``_by_receipt`` as steps."""
         shards = yield from self._shards_steps()
@@ -539,22 +529,25 @@ class Queue:
         self,
         entries: Sequence[Any],
         single: bool,
-        extra: Callable[[Any], list[int]] = lambda entry: [],
+        extra: Callable[[Any], list[int]] = _no_extra,
     ) -> tuple[list[Any] | None, list[str], list[BatchFailure]]:
         """(a by-receipt script's arguments, or None when no entry is valid; entry ids in them; failures)."""
         args: list[Any] = [self._client._now_arg(), self.keys.wake_channel, 0]
         pending: list[str] = []
         failed: list[BatchFailure] = []
+        name = self.name
+        more: list[int] = []
         for entry in entries:
             try:
-                more = extra(entry)
-                stored, token = parse_receipt(self.name, entry.receipt_handle)
+                if extra is not _no_extra:
+                    more = extra(entry)  # the entry's own checks first
+                stored, token = parse_receipt(name, entry.receipt_handle)
             except SmqError as error:
                 if single:
                     raise
                 failed.append(failure(entry.id, error))
                 continue
-            args += [stored, token, *more]
+            args += (stored, token, *more) if more else (stored, token)
             pending.append(entry.id)
         if not pending:
             return None, pending, failed
@@ -595,6 +588,8 @@ class Queue:
         self, pending: list[str], failed: list[BatchFailure], statuses: list[int], *, single: bool
     ) -> BatchResult[str]:
         """The outcome per entry of the delete script's ``statuses`` for the ``pending`` entries."""
+        if not single and len(statuses) == len(pending) and (not statuses or min(statuses) >= 0):
+            return BatchResult(pending, failed)  # each deleted, or stale or gone: a success in a batch
         successful: list[str] = []
         for entry_id, status in zip(pending, statuses, strict=True):
             if status < 0:  # E_RECEIPT_EXPIRED: a FIFO receipt whose timeout ran out

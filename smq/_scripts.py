@@ -238,7 +238,8 @@ class ScriptRunner:
         self._lock = threading.Lock()
         # Weak: a connection closes when the thread holding it ends.
         self._held: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._routes: dict[tuple[str, str], tuple[list[str], int]] = {}
+        # (script, queue, sharded) -> (the command up to the script's arguments, the keys' slot)
+        self._routes: dict[tuple[str, str, bool], tuple[tuple[Any, ...], int]] = {}
         # Scripts that ran (so were loaded on a node); see run_many.
         self._ran: set[str] = set()
         reset_after_fork(self)
@@ -256,18 +257,17 @@ class ScriptRunner:
 
     def _command(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> tuple[tuple[Any, ...], int]:
         """(the EVALSHA command of script ``name`` on a queue, the hash slot of its keys)."""
-        source = sources(self.sharded)[name]
-        route = self._routes.get((name, keys.name))
+        route = self._routes.get((name, keys.name, self.sharded))
         if route is None:
+            source = sources(self.sharded)[name]
             key_names = [keys.by_kind(kind) for kind in source.key_kinds]
-            route = (key_names, key_slot(key_names[0].encode()))
+            route = (("EVALSHA", source.sha, len(key_names), *key_names), key_slot(key_names[0].encode()))
             if len(self._routes) < 10_000:
-                self._routes[(name, keys.name)] = route
-        key_names, slot = route
-        return ("EVALSHA", source.sha, len(key_names), *key_names, *args), slot
+                self._routes[(name, keys.name, self.sharded)] = route
+        head, slot = route
+        return (*head, *args), slot
 
     def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
-        source = sources(self.sharded)[name]
         command, slot = self._command(name, keys, args)
         wait = None if name in READ_ONLY else self.wait
         try:
@@ -275,7 +275,7 @@ class ScriptRunner:
         except NoScriptError:
             # Load it on that node only: a cluster client's SCRIPT LOAD goes to every
             # primary and fails while any of them is down, when the others could serve.
-            self._send(("SCRIPT", "LOAD", source.text), slot, None)
+            self._send(("SCRIPT", "LOAD", sources(self.sharded)[name].text), slot, None)
             reply = self._send(command, slot, wait)
         self._ran.add(name)
         return reply
@@ -290,17 +290,25 @@ class ScriptRunner:
         Until each script has run once through this runner, the calls go one by
         one, so that the first use (which loads the scripts) keeps their order.
         """
-        commands = [self._command(*call) for call in calls]
-        slot = commands[0][1]
+        commands = []
+        slots = set()
+        writes = False  # whether any of them changes data (a wait follows)
+        together = True  # whether each has run here before (see above)
+        for name, keys, args in calls:
+            command, slot = self._command(name, keys, args)
+            commands.append(command)
+            slots.add(slot)
+            writes = writes or name not in READ_ONLY
+            together = together and name in self._ran
         target = self._target(slot, None)
-        if (
-            target is None
-            or any(s != slot for _, s in commands)
-            or any(n not in self._ran for n, _, _ in calls)
-        ):
+        if target is None or len(slots) > 1 or not together:
             return [self.run(*call) for call in calls]
-        writes = any(name not in READ_ONLY for name, _, _ in calls)
-        replies = self._send_many_to(*target, [c for c, _ in commands], self.wait if writes else None)
+        replies = self._send_many_to(*target, commands, self.wait if writes else None)
+        for reply in replies:
+            if isinstance(reply, ResponseError):
+                break
+        else:
+            return replies  # each ran
         ran = _any_ran(replies)
         for i, reply in enumerate(replies):
             if isinstance(reply, (NoScriptError, MovedError, AskError)):
@@ -402,7 +410,8 @@ class ScriptRunner:
         try:
             # Connecting, or writing: a failure here leaves a command unsent or
             # cut short (a peer gone before the last byte ran nothing).
-            connection.connect()
+            if connection._sock is None:  # as connect() itself asks (see _closed_by_peer)
+                connection.connect()
             connected = True
             if wait is not None:
                 asked = wait.asked(node, connection)  # of the node connected to (Sentinel: found now)
@@ -510,9 +519,15 @@ class ScriptRunner:
 
 
 def _packed(connection: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
-    """``commands`` in Redis's protocol: by hiredis (C), else by redis-py's packer (Python)."""
+    """``commands`` in Redis's protocol: by hiredis (C), else by redis-py's packer (Python).
+
+    Several commands by hiredis come as one piece: redis-py writes each piece with a system call
+    of its own, and Redis may read each on its own too.
+    """
     if _hiredis_pack is not None:
-        return [_hiredis_pack(command) for command in commands]
+        if len(commands) == 1:
+            return [_hiredis_pack(commands[0])]
+        return [b"".join([_hiredis_pack(command) for command in commands])]
     return [chunk for command in commands for chunk in connection.pack_command(*command)]
 
 

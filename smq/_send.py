@@ -38,6 +38,7 @@ from ._message import (
     check_trace_header,
     encode_payload,
     fifo_header,
+    new_send_result,
     to_attributes,
 )
 from ._scripts import text
@@ -99,20 +100,36 @@ def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -
 def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> Steps[BatchResult[SendResult]]:
     """``send_messages`` as steps (see ``smq._steps``)."""
     client = queue._client
+    fifo = queue.fifo
     args: list[Any] = [client._now_arg(), queue.keys.wake_channel, 0]
     pending: list[tuple[SendEntry, str, dict[str, MessageAttribute]]] = []  # (entry, message id, ...)
     failed: list[BatchFailure] = []
     total = 0
     for entry, (stored_id, shown_id) in zip(entries, new_ids(len(entries)), strict=True):
         try:
-            size, attributes, more = _script_args(queue, entry, stored_id)
+            if (
+                entry.attributes is None
+                and entry.delay_seconds is None
+                and entry.message_group_id is None
+                and entry.deduplication_id is None
+                and entry.trace_header is None
+                and entry.sender_id is None
+                and not fifo
+            ):
+                # A body alone, to a standard queue: what _script_args makes of it, with less asked.
+                body = check_body(entry.body)
+                size = len(body)
+                attributes: dict[str, MessageAttribute] = {}
+                args += (stored_id, -1, size, b"0:" + body, "")
+            else:
+                size, attributes, more = _script_args(queue, entry, stored_id)
+                args += more
         except SmqError as error:
             if single:
                 raise
             failed.append(failure(entry.id, error))
             continue
         total += size
-        args += more
         pending.append((entry, shown_id, attributes))
     if total > MAX_BATCH_BYTES:
         if single:
@@ -123,32 +140,55 @@ def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> S
     if not pending:
         return BatchResult([], failed)
     args[2] = len(pending)
-    if queue.fifo:
+    # Per message: status, stored id (and on FIFO queues the sequence number), read only as needed.
+    if fifo:
         reply = yield ScriptCall("send_fifo", queue.keys, args, queue.name)
-        outcomes = [(reply[i], text(reply[i + 1]), text(reply[i + 2])) for i in range(1, len(reply), 3)]
+        stride = 3
     else:
         reply = yield ScriptCall("send", queue.keys, args, queue.name)
-        outcomes = [(reply[i], text(reply[i + 1]), "") for i in range(1, len(reply), 2)]
-    successful: list[SendResult] = []
-    for (entry, shown_id, attributes), (status, stored_id, seq) in zip(pending, outcomes, strict=True):
-        if status in (Status.OK, Status.DUPLICATE):
-            entry_id = "" if single else entry.id
-            duplicate = status == Status.DUPLICATE
-            successful.append(
-                SendResult(
-                    message_id(stored_id) if duplicate else shown_id,
+        stride = 2
+    ok, duplicated = int(Status.OK), int(Status.DUPLICATE)
+    make = new_send_result
+    statuses = reply[1::stride]
+    if not fifo and len(statuses) == len(pending) and statuses.count(ok) == len(statuses):
+        # Each stored (the usual answer of a standard queue): nothing more to read.
+        return BatchResult(
+            [
+                make(
+                    shown_id,
                     entry.body,
                     attributes,
-                    entry_id,
-                    seq or None,
+                    "" if single else entry.id,
+                    None,
+                    False,
+                    entry.trace_header,
+                )
+                for entry, shown_id, attributes in pending
+            ],
+            failed,
+        )
+    successful: list[SendResult] = []
+    at = 1
+    for (entry, shown_id, attributes), status in zip(pending, statuses, strict=True):
+        sequence = text(reply[at + 2]) if fifo else ""
+        if status == ok or status == duplicated:
+            duplicate = status == duplicated
+            successful.append(
+                make(
+                    message_id(text(reply[at + 1])) if duplicate else shown_id,
+                    entry.body,
+                    attributes,
+                    "" if single else entry.id,
+                    sequence or None,
                     duplicate,
                     entry.trace_header,
                 )
             )
         else:
             # E_TOO_LONG names the queue's limit in place of the id (or sequence number).
-            refused = error_for(status, queue.name, seq or stored_id)
+            refused = error_for(status, queue.name, sequence or text(reply[at + 1]))
             if single:
                 raise refused
             failed.append(failure(entry.id, refused))
+        at += stride
     return BatchResult(successful, failed)

@@ -10,7 +10,7 @@ import uuid
 
 import smq
 from conftest import Clock, raw, stored_id
-from smq._ids import message_id, new_ids
+from smq._ids import message_id, message_ids, new_ids
 from smq._message import encode_payload
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -45,6 +45,20 @@ def test_ids_that_are_not_stored_ids_are_shown_as_they_are() -> None:
         "abcdefghij_klmnopqrs",
     ):
         assert message_id(other) == message_id(other.encode()) == other
+
+
+def test_the_ids_of_a_receive_are_decoded_together_as_each_alone() -> None:
+    stored = [one.encode() for one, _ in new_ids(10)]
+    legacy = b"0c2d5b7e-6a55-4f0b-9d1e-123456789abc"
+    # All of this version; one older among them; lengths that add up right but are not 20 each.
+    for batch in (
+        stored,
+        stored[:1],
+        [],
+        [*stored[:4], legacy, *stored[4:]],
+        [stored[0][:19], stored[1] + b"x"],
+    ):
+        assert message_ids(batch) == [message_id(one) for one in batch]
 
 
 def test_redis_keeps_the_stored_id_and_every_view_shows_the_uuid(client: smq.Client) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 import smq
 from conftest import Clock
 from smq import MessageAttribute as Attr
-from smq import SendEntry
+from smq import SendEntry, _message
 
 
 def test_digests_match_sqs_reference_values() -> None:
@@ -63,12 +65,19 @@ def test_system_attributes_come_from_the_server_clock(client: smq.Client, clock:
     assert second.receipt_handle != first.receipt_handle
 
 
-@pytest.mark.parametrize("body", ["", "bad \x00 char", "bad \x1f", "\ufffe"])
+@pytest.mark.parametrize("body", ["", "bad \x00 char", "bad \x1f", "\ufffe", "\ud800", "ok\tbut \x0b"])
 def test_bodies_with_characters_sqs_refuses_raise(client: smq.Client, body: str) -> None:
     queue = client.create_queue("jobs")
     with pytest.raises(smq.InvalidMessageContents):
         queue.send(body)
     assert queue.attributes().visible == 0
+
+
+def test_no_character_sqs_refuses_is_printable() -> None:
+    # check_body searches only a body that is not all printable (this Python's Unicode data).
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    refused = _message._FORBIDDEN_CHARS.findall(every)
+    assert len(refused) == 29 + 2048 + 2 and not any(c.isprintable() for c in refused)
 
 
 def test_size_limit_counts_body_and_attributes(client: smq.Client) -> None:
@@ -186,6 +195,11 @@ def test_batch_send_reports_each_entry(client: smq.Client) -> None:
         ([SendEntry("same", "x"), SendEntry("same", "y")], smq.BatchEntryIdsNotDistinct),
         ([SendEntry("bad id", "x")], smq.InvalidBatchEntryId),
         ([SendEntry("i" * 81, "x")], smq.InvalidBatchEntryId),
+        # The ids are matched joined by ",": one holding it, or empty, is still refused.
+        ([SendEntry("a,b", "x"), SendEntry("c", "y")], smq.InvalidBatchEntryId),
+        ([SendEntry("a", "x"), SendEntry("", "y")], smq.InvalidBatchEntryId),
+        ([SendEntry("a", "x"), SendEntry(1, "y")], smq.InvalidBatchEntryId),  # type: ignore[arg-type]
+        ([SendEntry("a", "x"), SendEntry("a", "y"), SendEntry("bad id", "z")], smq.InvalidBatchEntryId),
         ([SendEntry(f"e{n}", "x" * 200_000) for n in range(6)], smq.BatchRequestTooLong),
     ],
 )

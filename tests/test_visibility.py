@@ -6,7 +6,7 @@ import pytest
 
 import smq
 from conftest import Clock, raw
-from smq import ChangeEntry, DeleteEntry
+from smq import ChangeEntry, DeleteEntry, _message
 
 HOURS = 3600
 
@@ -250,6 +250,22 @@ def test_malformed_or_foreign_receipts_raise_receipt_handle_is_invalid(
         queue.delete(receipt)  # type: ignore[arg-type]
     with pytest.raises(smq.ReceiptHandleIsInvalid):
         queue.change_visibility(receipt, 5)  # type: ignore[arg-type]
+
+
+def test_a_receipt_parses_the_same_whether_this_process_issued_it_or_not(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    queue.send_batch([smq.SendEntry(str(i), "x") for i in range(3)])
+    receipts = [message.receipt_handle for message in queue.receive(3)]
+    for issued in (True, False):
+        if not issued:
+            _message._ISSUED.clear()  # as if another process had received them
+        for receipt in receipts:
+            assert _message.parse_receipt("jobs", receipt) == tuple(receipt.split(":")[1:])
+            for other in ("other", "jobs.fifo", "job"):
+                with pytest.raises(smq.ReceiptHandleIsInvalid):
+                    _message.parse_receipt(other, receipt)
+    assert queue.delete_batch([DeleteEntry(str(i), r) for i, r in enumerate(receipts)]).successful
+    assert queue.attributes().visible == queue.attributes().in_flight == 0
 
 
 def test_guessed_token_cannot_touch_a_message(client: smq.Client) -> None:
