@@ -19,6 +19,14 @@ from smq.embedded import EmbeddedRedis
 NEWER = LAYOUT + 1
 
 
+def _fence(request: pytest.FixtureRequest, admin: Any, name: str) -> None:
+    """Mark queue ``name`` as stored in a newer layout, undone when the test ends (before its
+    client closes: finalizers run last registered first), as the servers are shared."""
+    meta = QueueKeys.of(name).meta
+    admin.hset(meta, "layout", NEWER)
+    request.addfinalizer(lambda: admin.hset(meta, "layout", LAYOUT))
+
+
 def _snapshot(client: smq.Client, name: str) -> dict[str, Any]:
     """Every key of the queue, dumped: a refused call must leave each byte as it was."""
     keys = QueueKeys.of(name)
@@ -26,7 +34,9 @@ def _snapshot(client: smq.Client, name: str) -> dict[str, Any]:
     return {key: raw(client).dump(key) for key in names}
 
 
-def _ready(client: smq.Client, name: str, *, sources: bool, **config: Any) -> tuple[smq.Queue, smq.Message]:
+def _ready(
+    request: pytest.FixtureRequest, client: smq.Client, name: str, *, sources: bool, **config: Any
+) -> tuple[smq.Queue, smq.Message]:
     """A queue with a message in flight, a visible one and a tag (and ``sources``: the dead-letter
     queue of a queue ``source``), then moved to a newer layout."""
     queue = client.create_queue(name, **config)
@@ -37,7 +47,7 @@ def _ready(client: smq.Client, name: str, *, sources: bool, **config: Any) -> tu
     queue.send_batch([smq.SendEntry(f"e{n}", f"m{n}", **group) for n in range(2)])
     (held,) = queue.receive(1)
     queue.tag({"team": "a"})
-    raw(client).hset(QueueKeys.of(name).meta, "layout", NEWER)
+    _fence(request, raw(client), name)
     return queue, held
 
 
@@ -66,9 +76,11 @@ CASES.remove(("jobs.fifo", "start_move_task"))
 
 
 @pytest.mark.parametrize(("name", "operation"), CASES)
-def test_a_queue_in_a_newer_layout_is_refused_whole(client: smq.Client, name: str, operation: str) -> None:
+def test_a_queue_in_a_newer_layout_is_refused_whole(
+    request: pytest.FixtureRequest, client: smq.Client, name: str, operation: str
+) -> None:
     config = {"fifo_queue": True, "content_based_deduplication": True} if name.endswith(".fifo") else {}
-    queue, held = _ready(client, name, sources=operation == "start_move_task", **config)
+    queue, held = _ready(request, client, name, sources=operation == "start_move_task", **config)
     before = _snapshot(client, name)
     with pytest.raises(
         smq.UnsupportedLayout, match=rf"data layout {NEWER}, newer than this smq .* upgrade smq"
@@ -115,14 +127,18 @@ def test_upgrade_moves_every_shard_of_a_sharded_queue(client: smq.Client) -> Non
     assert sorted(u.queue for u in client.upgrade() if u.changed) == sorted(shards)
 
 
-def test_upgrade_refuses_a_queue_newer_than_itself(client: smq.Client) -> None:
+def test_upgrade_refuses_a_queue_newer_than_itself(
+    request: pytest.FixtureRequest, client: smq.Client
+) -> None:
     client.create_queue("jobs")
-    raw(client).hset(QueueKeys.of("jobs").meta, "layout", NEWER)
+    _fence(request, raw(client), "jobs")
     with pytest.raises(smq.UnsupportedLayout):
         client.upgrade()
 
 
-def test_the_upgrade_command_says_what_it_did(redis_client: smq.Client, redis_server: EmbeddedRedis) -> None:
+def test_the_upgrade_command_says_what_it_did(
+    request: pytest.FixtureRequest, redis_client: smq.Client, redis_server: EmbeddedRedis
+) -> None:
     redis_url = redis_server.url
     redis_client.create_queue("old")
     redis_client.create_queue("new")
@@ -138,18 +154,20 @@ def test_the_upgrade_command_says_what_it_did(redis_client: smq.Client, redis_se
     done = runner.invoke(main, ["upgrade", "--redis-url", redis_url])
     assert done.exit_code == 0, done.output
     assert done.output.splitlines()[-1] == f"2 queues, 1 moved to layout {LAYOUT}"
-    raw(redis_client).hset(QueueKeys.of("new").meta, "layout", NEWER)
+    _fence(request, raw(redis_client), "new")
     refused = runner.invoke(main, ["upgrade", "--redis-url", redis_url])
     assert refused.exit_code != 0
     assert f"data layout {NEWER}" in refused.output
 
 
-def test_smq_serve_answers_a_queue_in_a_newer_layout_with_a_retryable_503(api: Any, core: smq.Client) -> None:
+def test_smq_serve_answers_a_queue_in_a_newer_layout_with_a_retryable_503(
+    request: pytest.FixtureRequest, api: Any, core: smq.Client
+) -> None:
     from botocore.exceptions import ClientError
 
     url = api.create_queue(QueueName="jobs")["QueueUrl"]
     api.send_message(QueueUrl=url, MessageBody="kept")
-    raw(core).hset(QueueKeys.of("jobs").meta, "layout", NEWER)
+    _fence(request, raw(core), "jobs")
     for call in (
         lambda: api.send_message(QueueUrl=url, MessageBody="x"),
         lambda: api.receive_message(QueueUrl=url),
