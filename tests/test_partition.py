@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 import smq
+from conftest import machine_lock
 from smq.embedded import EmbeddedRedis, find_redis_server, free_port
 
 SUBNET = "10.213.77"
@@ -243,6 +244,14 @@ def _producer(command: list[str], url: str, ledger: Path, side: str, wait: str) 
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _alone_on_the_machine() -> Iterator[None]:
+    """One network namespace or Docker engine test at a time: SUBNET is fixed (and
+    tests/test_docker_image.py holds the same lock)."""
+    with machine_lock("network"):
+        yield
 
 
 @pytest.fixture
