@@ -57,7 +57,7 @@ SLOWEST_FIRST = (
     "test_long_poll.py",
 )
 
-#: Files whose tests run on one worker, one after the other, as one group:
+#: Files whose tests run on one worker, one after the other, as one unit of work:
 #: - "machine": what changes the machine itself (a Docker engine; network namespaces on a fixed
 #:   subnet), which no two tests may do at once (their modules also hold ``machine_lock``, for
 #:   any other way of running);
@@ -79,15 +79,59 @@ GROUPS = {
 ONE_BY_ONE = {"test_chaos.py", "test_sentinel.py"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def _group(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, its group, or (``ONE_BY_ONE``) itself."""
+    name = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return nodeid if name in ONE_BY_ONE else GROUPS.get(name, name)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest files first (the rest as collected), each test in its xdist group."""
+    """The slowest files first, the rest as collected (a stable sort)."""
     rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # a stable sort
-    for item in items:
-        name = item.path.name
-        if name not in ONE_BY_ONE:
-            item.add_marker(pytest.mark.xdist_group(GROUPS.get(name, name)))
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without the plugin
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: each unit of :func:`_group` on one worker, the units in the order above.
+
+    The groups are the suite's own, not ``xdist_group`` marks: pytest-xdist 3.8 adds a mark's group
+    to the test's node id, which pytest 9.2 no longer lets it change (each test was a unit of its
+    own). A worker takes its next unit when it has one test left (pytest-xdist: two), so that no
+    more waits behind a long test than needed; and a worker whose first unit is a single test
+    (it needs a second to start) gets that second from the end of the queue, where the short
+    files are, rather than the next long one.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):  # type: ignore[misc]
+        starting = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+        def schedule(self) -> None:
+            self.starting = True
+            try:
+                super().schedule()
+            finally:
+                self.starting = False
+
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down or not self.workqueue:
+                super()._reschedule(node)
+            elif self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self.starting and self.assigned_work[node]:
+                self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
+            super()._assign_work_unit(node)
+
+    config.option.loadscopereorder = False  # keep the order above
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session")
