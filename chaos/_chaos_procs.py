@@ -144,8 +144,12 @@ class Fleet:
         self.workers[index] = self._spawn()
 
     def terminate(self, index: int) -> None:
-        """SIGTERM worker ``index`` (a graceful stop) and start another in its place."""
+        """SIGTERM worker ``index`` (a graceful stop) and start another in its place.
+
+        A replacement still starting has no handler for SIGTERM yet (which would end it at once, with
+        nothing to stop gracefully): the signal waits until the victim says it runs."""
         victim = self.workers[index]
+        _wait(victim.started, _START_TIMEOUT, "the worker to start before its SIGTERM")
         victim.signal(signal.SIGTERM)
         self.stopping.append(victim)
         self.kills += 1

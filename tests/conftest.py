@@ -12,11 +12,14 @@ A missing embedded server is an error, never a skip. The embedded server and a
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,107 @@ from redis.cluster import RedisCluster
 import smq
 from smq.embedded import EmbeddedCluster, EmbeddedRedis, server_identity
 from worker_support import Running
+
+# -- the order of the run, and what runs together on pytest-xdist's workers ----------------
+
+#: The files that take longest, slowest first (measured one after the other on 2 cores). They start
+#: first: on several workers (``./dev test``) their time passes beside the many short files, not
+#: after them (the workers take the files in this order, each the next as it runs low).
+SLOWEST_FIRST = (
+    "test_lowest_versions.py",
+    "test_spark_cluster.py",
+    "test_docker_image.py",
+    "test_partition.py",
+    "test_spark_stream.py",
+    "test_spark_read.py",
+    "test_events_export.py",
+    "test_spark_analyze.py",
+    "test_spark_sink.py",
+    "test_spark_stream_read.py",
+    "test_chaos.py",
+    "test_spark_docs.py",
+    "test_sentinel.py",
+    "test_http_loop_scripts.py",
+    "test_console_browser.py",
+    "test_readme_install.py",
+    "test_long_poll.py",
+)
+
+#: Files whose tests run on one worker, one after the other, as one unit of work:
+#: - "machine": what changes the machine itself (a Docker engine; network namespaces on a fixed
+#:   subnet), which no two tests may do at once (their modules also hold ``machine_lock``, for
+#:   any other way of running);
+#: - "spark": the tests of the session's SparkSession (``spark``), so that one JVM serves them
+#:   all rather than one on each worker, which on 2 cores costs more than it saves.
+GROUPS = {
+    "test_docker_image.py": "machine",
+    "test_partition.py": "machine",
+    "test_spark_stream.py": "spark",
+    "test_spark_read.py": "spark",
+    "test_events_export.py": "spark",
+    "test_spark_analyze.py": "spark",
+    "test_spark_sink.py": "spark",
+    "test_spark_stream_read.py": "spark",
+}
+
+#: Files whose tests go to the workers one by one: each test is long and starts what it needs. The
+#: tests of every other file stay together on one worker, so its module fixtures are made once.
+ONE_BY_ONE = {"test_chaos.py", "test_sentinel.py"}
+
+
+def _group(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, its group, or (``ONE_BY_ONE``) itself."""
+    name = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return nodeid if name in ONE_BY_ONE else GROUPS.get(name, name)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest files first, the rest as collected (a stable sort)."""
+    rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without the plugin
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: each unit of :func:`_group` on one worker, the units in the order above.
+
+    The groups are the suite's own, not ``xdist_group`` marks: pytest-xdist 3.8 adds a mark's group
+    to the test's node id, which pytest 9.2 no longer lets it change (each test was a unit of its
+    own). A worker takes its next unit when it has one test left (pytest-xdist: two), so that no
+    more waits behind a long test than needed; and a worker whose first unit is a single test
+    (it needs a second to start) gets that second from the end of the queue, where the short
+    files are, rather than the next long one.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):  # type: ignore[misc]
+        starting = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+        def schedule(self) -> None:
+            self.starting = True
+            try:
+                super().schedule()
+            finally:
+                self.starting = False
+
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down or not self.workqueue:
+                super()._reschedule(node)
+            elif self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self.starting and self.assigned_work[node]:
+                self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
+            super()._assign_work_unit(node)
+
+    config.option.loadscopereorder = False  # keep the order above
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -249,6 +353,33 @@ def stored_id(message: smq.Message) -> str:
 
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (made if missing) for the block: one process at a time,
+    whether another worker of this run (pytest-xdist) or another run of the suite on the machine."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def building_from_the_checkout() -> Iterator[None]:
+    """Around a build of this checkout (pip wheel, an editable install, deploy/build-image): setuptools
+    writes build/ and smq_redis.egg-info in the checkout, which two builds at once would share."""
+    with file_lock(ROOT / "build" / ".tests-build.lock"):
+        yield
+
+
+def machine_lock(name: str) -> AbstractContextManager[None]:
+    """A lock for what changes the machine itself (a Docker engine, network namespaces on a fixed
+    subnet), which no two tests may do at once, in this run (pytest-xdist workers) or another."""
+    return file_lock(Path(tempfile.gettempdir()) / f"smq-tests-{name}.lock")
 
 
 def need_dev_venv() -> None:

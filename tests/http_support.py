@@ -27,6 +27,8 @@ import boto3
 import botocore.session
 from botocore.config import Config
 
+from conftest import file_lock
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 ACCOUNT = "000000000000"
@@ -103,18 +105,26 @@ def json_client(
 def _query_model() -> Path:
     target = _QUERY_MODEL_DIR / "sqs" / "2012-11-05" / "service-2.json"
     if not target.exists():
-        with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", _QUERY_BOTOCORE, "-d", tmp],
-                check=True,
-            )
-            (wheel,) = Path(tmp).glob("botocore-*.whl")
-            with zipfile.ZipFile(wheel) as archive:
-                model = archive.read("botocore/data/sqs/2012-11-05/service-2.json")
-        assert json.loads(model)["metadata"]["protocol"] == "query"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(model)
+        with file_lock(_QUERY_MODEL_DIR.parent / "botocore-query.lock"):  # another worker may be at it
+            if not target.exists():
+                _download_query_model(target)
     return _QUERY_MODEL_DIR
+
+
+def _download_query_model(target: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", _QUERY_BOTOCORE, "-d", tmp],
+            check=True,
+        )
+        (wheel,) = Path(tmp).glob("botocore-*.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            model = archive.read("botocore/data/sqs/2012-11-05/service-2.json")
+    assert json.loads(model)["metadata"]["protocol"] == "query"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")  # readers look without the lock: whole or missing
+    partial.write_bytes(model)
+    partial.replace(target)
 
 
 def query_client(

@@ -206,7 +206,7 @@ def stop_processes(pids: list[int], processes: list[subprocess.Popen[bytes]], ti
 
 @contextlib.contextmanager
 def standalone_cluster(
-    workers: int = 2, cores_per_worker: int = 1, memory: str = "1g", timeout: float = 120
+    workers: int = 2, cores_per_worker: int = 1, memory: str = "1g", timeout: float = 300
 ) -> Iterator[StandaloneCluster]:
     """Start a master and ``workers`` workers; yield the cluster once every worker is ALIVE."""
     folder = Path(tempfile.mkdtemp(prefix="smq-spark-cluster-"))

@@ -151,10 +151,11 @@ def test_both_calls_reach_redis_in_one_read(redis_client: smq.Client) -> None:
     before = reads()
     for _ in range(calls):
         _, held = queue.delete_and_receive(entries_of(held), 1)
-    # One read of each call's two scripts (and one of the INFO); separate calls would make 40 or
-    # more. The margin is for a loaded machine, where the kernel may hand a pipeline over in two
-    # reads now and then (seen: 27 for 20 calls while other suites ran).
-    assert reads() - before <= calls * 3 // 2
+    # One read of each call's two scripts (and one of the INFO): 21; separate calls would make
+    # 41 or more. The margin is all the room below that, for a loaded machine, where the kernel
+    # may hand a pipeline over in two reads now and then (seen: 27, then 31 for 20 calls while
+    # other suites ran beside the suite's parallel workers).
+    assert reads() - before <= calls * 2
 
 
 def test_a_receive_refused_after_its_delete_ran_is_an_unknown_outcome(

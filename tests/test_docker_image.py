@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 import smq
-from conftest import need_program
+from conftest import building_from_the_checkout, file_lock, machine_lock, need_program
 from metrics_support import scrape, value
 from smq.embedded import EmbeddedRedis, free_port
 from worker_support import wait_for
@@ -75,6 +75,13 @@ class Docker:
     def logs(self, container: str) -> str:
         done = self("logs", container, check=False)
         return done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _alone_on_the_machine() -> Iterator[None]:
+    """One Docker engine or network namespace test at a time (tests/test_partition.py holds it too)."""
+    with machine_lock("network"):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +143,13 @@ def docker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Docker]:
 
 def _debian_base(tmp: Path) -> Path:
     """A tar of a minimal Debian 12 with python3 and python3-venv, made once and cached."""
-    if BASE_TAR.exists():
-        return BASE_TAR
+    with file_lock(CACHE / "debian-base.lock"):  # another run may be making it
+        if not BASE_TAR.exists():
+            _debootstrap(tmp)
+    return BASE_TAR
+
+
+def _debootstrap(tmp: Path) -> None:
     rootfs = tmp / "rootfs"
     done = subprocess.run(
         [
@@ -162,7 +174,6 @@ def _debian_base(tmp: Path) -> Path:
     subprocess.run(["tar", "-C", str(rootfs), "-cf", str(partial), "."], check=True)
     partial.replace(BASE_TAR)
     shutil.rmtree(rootfs, ignore_errors=True)
-    return BASE_TAR
 
 
 @pytest.fixture(scope="module")
@@ -170,14 +181,15 @@ def image(docker: Docker, tmp_path_factory: pytest.TempPathFactory) -> str:
     """smq:local, built by deploy/build-image (wheels on the host, no network in the build)."""
     docker("import", str(_debian_base(tmp_path_factory.mktemp("base"))), BASE, timeout=300)
     started = time.monotonic()
-    done = subprocess.run(
-        [str(DEPLOY / "build-image"), "--base", BASE, "--", "--network", "host"],
-        env={**docker.env, "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    with building_from_the_checkout():
+        done = subprocess.run(
+            [str(DEPLOY / "build-image"), "--base", BASE, "--", "--network", "host"],
+            env={**docker.env, "PYTHON": sys.executable},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
     assert done.returncode == 0, f"deploy/build-image failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     print(f"image built in {time.monotonic() - started:.0f} s")
     return IMAGE

@@ -226,7 +226,7 @@ def test_a_long_poll_wakes_soon_after_a_send_from_another_client(api: Any, sqs_s
     outcome: dict[str, Any] = {}
 
     def poll() -> None:
-        outcome["messages"] = received(api, url, WaitTimeSeconds=10)
+        outcome["messages"] = received(api, url, WaitTimeSeconds=20)  # all of it, if not woken
         outcome["done"] = time.monotonic()
 
     poller = threading.Thread(target=poll)
@@ -234,10 +234,10 @@ def test_a_long_poll_wakes_soon_after_a_send_from_another_client(api: Any, sqs_s
     time.sleep(0.5)  # let the poll park
     sent_at = time.monotonic()
     json_client(sqs_server.url).send_message(QueueUrl=url, MessageBody="wake up")
-    poller.join(15)
+    poller.join(30)
     assert not poller.is_alive()
     assert [m["Body"] for m in outcome["messages"]] == ["wake up"]
-    assert outcome["done"] - sent_at < 2
+    assert outcome["done"] - sent_at < 10  # woken, with room for a loaded machine
 
 
 def test_a_long_poll_wakes_when_a_visibility_timeout_runs_out(api: Any) -> None:
@@ -245,24 +245,24 @@ def test_a_long_poll_wakes_when_a_visibility_timeout_runs_out(api: Any) -> None:
     api.send_message(QueueUrl=url, MessageBody="work")
     first = receive_one(api, url, VisibilityTimeout=1)
     started = time.monotonic()
-    (again,) = received(api, url, WaitTimeSeconds=10)
+    (again,) = received(api, url, WaitTimeSeconds=20)
     waited = time.monotonic() - started
     assert again["MessageId"] == first["MessageId"]
-    assert 0.5 <= waited < 3
+    assert 0.5 <= waited < 10  # woken, not at the end of the wait
 
 
 def test_a_long_poll_with_nothing_to_receive_returns_empty_after_its_wait(api: Any) -> None:
     url = api.create_queue(QueueName="jobs")["QueueUrl"]
     started = time.monotonic()
     assert received(api, url, WaitTimeSeconds=1) == []
-    assert 0.9 <= time.monotonic() - started < 3
+    assert 0.9 <= time.monotonic() - started < 10  # its 1 s, not a longer wait
 
 
 def test_a_receive_without_wait_time_waits_for_the_queue_default(api: Any) -> None:
     url = api.create_queue(QueueName="jobs", Attributes={"ReceiveMessageWaitTimeSeconds": "1"})["QueueUrl"]
     started = time.monotonic()
     assert received(api, url) == []
-    assert 0.9 <= time.monotonic() - started < 3
+    assert 0.9 <= time.monotonic() - started < 10  # its 1 s, not a longer wait
     started = time.monotonic()
     assert received(api, url, WaitTimeSeconds=0) == []  # a short poll when asked for one
     assert time.monotonic() - started < 0.9

@@ -31,7 +31,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from conftest import ROOT
+from conftest import ROOT, building_from_the_checkout, file_lock
 
 pytestmark = pytest.mark.slow
 
@@ -85,16 +85,18 @@ def test_the_core_and_http_tests_pass_on_the_lowest_versions_pyproject_allows(tm
     CACHE.mkdir(parents=True, exist_ok=True)
     (venv / "smq-test-cache").symlink_to(CACHE, target_is_directory=True)
     uv_wheel = CACHE / "uv-wheel"  # uv itself, downloaded once (delete the folder for a newer uv)
-    if not list(uv_wheel.glob("uv-*.whl")):
-        pip_download = ["download", "--quiet", "--no-deps", "--dest", str(uv_wheel), "uv"]
-        done = _run([python, "-m", "pip", *pip_download], env, 300)
-        assert done.returncode == 0, done.stderr[-3000:]
+    with file_lock(CACHE / "uv-wheel.lock"):  # another run may be downloading it
+        if not list(uv_wheel.glob("uv-*.whl")):
+            pip_download = ["download", "--quiet", "--no-deps", "--dest", str(uv_wheel), "uv"]
+            done = _run([python, "-m", "pip", *pip_download], env, 300)
+            assert done.returncode == 0, done.stderr[-3000:]
     pip_install = ["install", "--quiet", "--no-index", "--find-links", str(uv_wheel), "uv"]
     done = _run([python, "-m", "pip", *pip_install], env, 300)
     assert done.returncode == 0, done.stderr[-3000:]
     uv = str(venv / "bin" / "uv")
     lowest = ["--python", python, "--resolution", "lowest-direct", "-e", f"{ROOT}[embedded]", *tools]
-    done = _run([uv, "pip", "install", *lowest], env, 600)
+    with building_from_the_checkout():  # the editable build writes smq_redis.egg-info here
+        done = _run([uv, "pip", "install", *lowest], env, 600)
     assert done.returncode == 0, done.stderr[-3000:]
     frozen = _run([python, "-m", "pip", "freeze"], env, 60).stdout
     installed = {

@@ -10,18 +10,20 @@ import zipfile
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, building_from_the_checkout
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     folder = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(folder), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    pip_wheel = ["pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(folder), str(ROOT)]
+    with building_from_the_checkout():
+        done = subprocess.run(
+            [sys.executable, "-m", *pip_wheel],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 0, done.stderr[-2000:]
     (built,) = folder.glob("smq_redis-0.2.0-*.whl")
     return zipfile.ZipFile(built)

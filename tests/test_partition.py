@@ -4,7 +4,7 @@ partition heals and the old primary is turned into a replica; without waiting, w
 client was told was sent is erased (the control, which shows the check can fail).
 
 The primary runs in a network namespace of its own (``ip netns``, root only: CI runs as root),
-joined to the test's by a veth pair on a private /24 that only this test uses; one producer
+joined to the test's by a veth pair on a private /24 that no address of the machine is in; one producer
 runs inside that namespace, one outside. The partition deletes the primary's route to the
 other side: nothing it sends leaves, while the producer beside it still reaches it.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -26,9 +27,20 @@ from typing import Any
 import pytest
 
 import smq
+from conftest import machine_lock
 from smq.embedded import EmbeddedRedis, find_redis_server, free_port
 
-SUBNET = "10.213.77"
+
+def _unused_subnet() -> str:
+    """A 10.213.X /24 that no address of the machine is in, so that a run of this test from another
+    checkout (which may not take ``machine_lock``; 10.213.77 was once fixed) keeps its own."""
+    found = shutil.which("ip")
+    used = subprocess.run([found, "-4", "-o", "addr"], capture_output=True, text=True).stdout if found else ""
+    free = [n for n in range(1, 255) if n != 77 and f" 10.213.{n}." not in used]
+    return f"10.213.{random.choice(free)}"
+
+
+SUBNET = _unused_subnet()
 OUTSIDE, INSIDE = f"{SUBNET}.1", f"{SUBNET}.2"
 QUEUE = "split"
 SERVICE = "smq"
@@ -243,6 +255,14 @@ def _producer(command: list[str], url: str, ledger: Path, side: str, wait: str) 
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _alone_on_the_machine() -> Iterator[None]:
+    """One network namespace or Docker engine test at a time (tests/test_docker_image.py holds the
+    same lock): a Docker engine must not meet the veth, and the SUBNET of another run may be ours."""
+    with machine_lock("network"):
+        yield
 
 
 @pytest.fixture

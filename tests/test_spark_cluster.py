@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import smq
+from conftest import building_from_the_checkout
 from spark_cluster import StandaloneCluster, descendants, standalone_cluster
 
 pytestmark = pytest.mark.slow
@@ -206,9 +207,10 @@ def packed_virtualenv(folder: Path) -> Path:
     wheels = folder / "wheels"
     root = Path(__file__).resolve().parent.parent
     pip = [sys.executable, "-m", "pip"]
-    subprocess.run(
-        [*pip, "wheel", "-q", "--no-deps", "--wheel-dir", str(wheels), str(root)], check=True, timeout=300
-    )
+    with building_from_the_checkout():
+        subprocess.run(
+            [*pip, "wheel", "-q", "--no-deps", "--wheel-dir", str(wheels), str(root)], check=True, timeout=300
+        )
     (wheel,) = wheels.glob("smq_redis-*.whl")
     install = [
         *pip,

@@ -156,7 +156,9 @@ def test_a_failed_query_leaves_its_batch_to_come_back_after_the_timeout(
         time.sleep(0.1)
     info = queue.attributes()
     assert (info.visible, info.in_flight, info.counters.get("deleted", 0)) == (50, 0, 0)
-    assert time.monotonic() - failed_at < 3 + 2
+    # Back after the 3 s timeout, not held on: a margin for a loaded machine (a heartbeat left
+    # running would keep the batch hidden past the 30 s deadline above).
+    assert time.monotonic() - failed_at < 3 + 10
 
 
 def test_available_now_takes_what_was_visible_and_ends(
