@@ -14,7 +14,11 @@ Then the heartbeat alone: one `smq worker` process holds --held messages
 extended about once a second; we count extension calls and messages extended
 per second, and the worker's CPU.
 
-Run: ``.venv/bin/python bench/worker.py [--messages 20000] [--repeat 3] [--held 1000]``.
+``--busy N`` starts N busy loops (``python -c 'while True: pass'``) before the
+rounds and stops them after, so that the cases compete for the cores as on a
+loaded machine; the load average is recorded after every round either way.
+
+Run: ``.venv/bin/python bench/worker.py [--messages 20000] [--repeat 3] [--held 1000] [--busy 0]``.
 """
 
 from __future__ import annotations
@@ -148,6 +152,17 @@ def _spawn(
     )
 
 
+def _busy_loops(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` processes that only burn CPU: the other tenants of a loaded machine."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def _stop(loops: list[subprocess.Popen[bytes]]) -> None:
+    for loop in loops:
+        loop.kill()
+        loop.wait(10)
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -203,6 +218,9 @@ def main() -> None:
         help="another smq checkout (a git worktree): case process-1-other runs its `smq worker`, for a "
         "before/after in one run",
     )
+    parser.add_argument(
+        "--busy", type=int, default=0, help="busy loops (one core each) that run beside the rounds"
+    )
     parser.add_argument("--heartbeat-seconds", type=float, default=10)
     parser.add_argument("--redis-server", default=None)
     parser.add_argument("--output", type=Path, default=RESULTS / "worker.json")
@@ -230,17 +248,25 @@ def main() -> None:
             chosen = ["hand", *(key for key in args.cases.split(",") if key != "hand")]
             cases = dict(every[key] for key in chosen)
             rates: dict[str, list[float]] = {name: [] for name in cases}
-            for _ in range(args.repeat):
-                for n, (name, case) in enumerate(cases.items()):
-                    queue = _preload(client, f"bench-{n}", args.messages)
-                    rates[name].append(case(client, queue, args.messages))
+            loads: list[float] = []  # the 1-minute load average after each round
+            loops = _busy_loops(args.busy)
+            try:
+                for _ in range(args.repeat):
+                    for n, (name, case) in enumerate(cases.items()):
+                        queue = _preload(client, f"bench-{n}", args.messages)
+                        rates[name].append(case(client, queue, args.messages))
+                    loads.append(os.getloadavg()[0])
+            finally:
+                _stop(loops)
             beat = None
             if args.held:
                 beat = heartbeat(client, folder, server.url, args.held, args.heartbeat_seconds)
     base = statistics.median(rates[BASE])
     print(f"\n{args.messages} messages per case, median of {args.repeat}\n")
     load = (load_before, os.getloadavg())
-    print(f"load average (1, 5, 15 min) before {load[0]}, after {load[1]}\n")
+    print(f"load average (1, 5, 15 min) before {load[0]}, after {load[1]}")
+    shown = ", ".join(f"{value:.1f}" for value in loads)
+    print(f"{args.busy} busy loops; 1-minute load average after each round: {shown}\n")
     print(
         "| case | msgs/s (median) | min-max | vs hand-written loop | per round: median (min-max) |\n"
         "|---|---:|---:|---:|---:|"
@@ -261,7 +287,8 @@ def main() -> None:
         )
     record = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "load_average": {"before": load[0], "after": load[1]},
+        "load_average": {"before": load[0], "after": load[1], "rounds": loads},
+        "busy": args.busy,
         "messages": args.messages,
         "repeat": args.repeat,
         "rates": rates,
