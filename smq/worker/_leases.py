@@ -152,7 +152,7 @@ class LeaseKeeper:
             if wake or not self._accepting:
                 self._changed.notify_all()  # the receiver's room, a stop's wait_idle
                 if self._closing or not self._receiver_waiting or not self._accepting:
-                    self._cond.notify()  # the keeper's delete, unless the receiver takes it
+                    self._wake_keeper()  # the keeper's delete, unless the receiver takes it
 
     def failed(self, lease: Lease, retry_delay: int) -> None:
         """The handler raised: hide the message for ``retry_delay`` s, then it is retried."""
@@ -239,7 +239,7 @@ class LeaseKeeper:
             finally:
                 self._receiver_waiting = False
                 if self._deletes:
-                    self._cond.notify()  # deletes left over are the keeper's again
+                    self._wake_keeper()  # deletes left over are the keeper's again
 
     def _room(self, limit: int, stopping: Callable[[], bool], take_deletes: bool) -> tuple[int, list[Lease]]:
         """wait_for_room's wait, with the lock held."""
@@ -320,6 +320,14 @@ class LeaseKeeper:
             return len(self._leases)
 
     # -- the keeper thread -------------------------------------------------------
+
+    def _wake_keeper(self) -> None:
+        """Wake the keeper for the deletes and releases queued if it would sleep past their time."""
+        due = max(self._actions_at, self._pending_since + _LINGER)
+        if len(self._deletes) + len(self._changes) >= MAX_BATCH or self._closing:
+            due = self._actions_at
+        if self._sleeping_until > due:  # 0 while it works: it looks again before it sleeps
+            self._cond.notify()
 
     def _queued(self) -> None:
         if not self._deletes and not self._changes:
