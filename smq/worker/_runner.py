@@ -206,7 +206,8 @@ class Worker:
             name="smq-receiver",
             daemon=True,
         )
-        self._receivers.append(receiver)
+        # Those that ended are dropped; the newest is the one that receives.
+        self._receivers = [*(r for r in self._receivers if r.is_alive()), receiver]
         receiver.start()
 
     def _hurry(self) -> bool:

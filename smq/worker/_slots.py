@@ -258,11 +258,14 @@ class ThreadSlots:
         with self._lock:
             if slow.finished or slow.retired:
                 return
-            slow.retired = True
             if self._current is slow:
                 self._current = None
-            if self.on_retire is not None:
-                self.on_retire()
+            try:
+                if self.on_retire is not None:
+                    self.on_retire()
+                    slow.retired = True
+            except Exception:  # no thread to be had: this one goes on receiving after its handler
+                log.exception("could not start another receiving thread")
         while True:
             try:
                 run = slow.pending.popleft()
