@@ -14,7 +14,11 @@ Then the heartbeat alone: one `smq worker` process holds --held messages
 extended about once a second; we count extension calls and messages extended
 per second, and the worker's CPU.
 
-Run: ``.venv/bin/python bench/worker.py [--messages 20000] [--repeat 3] [--held 1000]``.
+``--busy N`` starts N busy loops (``python -c 'while True: pass'``) before the
+rounds and stops them after, so that the cases compete for the cores as on a
+loaded machine; the load average is recorded after every round either way.
+
+Run: ``.venv/bin/python bench/worker.py [--messages 20000] [--repeat 3] [--held 1000] [--busy 0]``.
 """
 
 from __future__ import annotations
@@ -142,6 +146,17 @@ def _spawn(
     )
 
 
+def _busy_loops(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` processes that only burn CPU: the other tenants of a loaded machine."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def _stop(loops: list[subprocess.Popen[bytes]]) -> None:
+    for loop in loops:
+        loop.kill()
+        loop.wait(10)
+
+
 def heartbeat(client: smq.Client, folder: Path, url: str, held: int, seconds: float) -> dict[str, float]:
     queue = _preload(client, "bench-heartbeat", held)
     worker = _spawn(
@@ -191,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         help="another smq checkout (a git worktree): case process-1-other runs its `smq worker`, for a "
         "before/after in one run",
     )
+    parser.add_argument(
+        "--busy", type=int, default=0, help="busy loops (one core each) that run beside the rounds"
+    )
     parser.add_argument("--heartbeat-seconds", type=float, default=10)
     args = parser.parse_args(argv)
     run = Run(__file__, args, argv)
@@ -219,17 +237,25 @@ def main(argv: list[str] | None = None) -> int:
                 return case(client, _preload(client, f"bench-{n}", args.messages), args.messages)
 
             # The hand-written loop first in each round: each case is set against that round's.
-            rates = run.rounds(
-                {name: lambda n=n, case=case: drain(n, case) for n, (name, case) in enumerate(cases.items())},
-                args.repeat,
-                order="fixed",
-                show=lambda rate: f"{rate:,.0f} msgs/s",
-            )
+            loops = _busy_loops(args.busy)
+            try:
+                rates = run.rounds(
+                    {
+                        name: lambda n=n, case=case: drain(n, case)
+                        for n, (name, case) in enumerate(cases.items())
+                    },
+                    args.repeat,
+                    order="fixed",
+                    show=lambda rate: f"{rate:,.0f} msgs/s",
+                )
+            finally:
+                _stop(loops)
             beat = None
             if args.held:
                 beat = heartbeat(client, folder, redis.url, args.held, args.heartbeat_seconds)
     base = statistics.median(rates[BASE])
     print(f"\n{args.messages} messages per case, median of {args.repeat}\n")
+    print(f"{args.busy} busy loops beside the rounds (the load of each round is in the record)\n")
     print(
         "| case | msgs/s (median) | min-max | vs hand-written loop | per round: median (min-max) |\n"
         "|---|---:|---:|---:|---:|"
@@ -248,7 +274,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{beat['expired']} expired"
         )
     run.write(
-        args.output, {"messages": args.messages, "repeat": args.repeat, "rates": rates, "heartbeat": beat}
+        args.output,
+        {
+            "busy": args.busy,
+            "messages": args.messages,
+            "repeat": args.repeat,
+            "rates": rates,
+            "heartbeat": beat,
+        },
     )
     return 0
 

@@ -405,3 +405,128 @@ def test_a_failed_look_up_of_the_shards_is_retried_like_a_failed_receive(
     plain.send_batch([smq.SendEntry(str(i), f"n{i}") for i in range(10)])
     wait_for(lambda: plain.attributes().counters.get("deleted", 0) == 20, 20, "20 deletes")
     assert run.thread.is_alive() and run.error is None
+
+
+# -- fast sync handlers run on the receiving thread -------------------------------------------
+
+
+def test_a_handler_run_on_the_receiving_thread_keeps_its_message_hidden_past_the_timeout(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    jobs = redis_client.create_queue("jobs", visibility_timeout=1)
+    jobs.send("slow")
+    threads: list[str] = []
+
+    def handle(job: smq.Job) -> None:
+        threads.append(threading.current_thread().name)
+        time.sleep(2.5)  # past the 1 s timeout: the keeper extends it meanwhile
+
+    worker = smq.Worker(redis_client, "jobs", handle, config=smq.WorkerConfig(prefetch=0))
+    run = running(worker)
+    wait_for(lambda: jobs.attributes().counters.get("deleted") == 1, 10, "the delete")
+    run.stop()
+    assert threads == ["smq-receiver"]  # inline: a first handler always is
+    counters = jobs.attributes().counters
+    assert counters.get("visibility_expired", 0) == 0
+    assert counters["received"] == 1
+    assert _metric(worker, "smq_worker_visibility_extensions_total") >= 2
+
+
+def test_a_stop_waits_for_the_handler_on_the_receiving_thread_and_releases_the_rest_of_its_batch(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    jobs = redis_client.create_queue("jobs", visibility_timeout=120)
+    jobs.send_batch([smq.SendEntry(str(i), f"m{i}") for i in range(5)])
+    started, release = threading.Event(), threading.Event()
+    handled: list[str] = []
+
+    def handle(job: smq.Job) -> None:
+        handled.append(threading.current_thread().name)
+        if len(handled) == 1:
+            started.set()
+            release.wait(30)
+
+    config = smq.WorkerConfig(concurrency=1, prefetch=4, grace_period=20)
+    worker = smq.Worker(redis_client, "jobs", handle, config=config)
+    run = running(worker)
+    assert started.wait(10)
+    worker.stop()
+    # The four not started come back at once; the running one keeps its lease.
+    wait_for(lambda: jobs.attributes().visible == 4, 5, "the rest released")
+    time.sleep(0.3)
+    assert run.thread.is_alive()  # still in the grace period, waiting for the handler
+    release.set()
+    run.thread.join(10)
+    assert not run.thread.is_alive() and run.error is None
+    assert handled == ["smq-receiver"]
+    info = jobs.attributes()
+    assert (info.counters.get("deleted"), info.visible, info.in_flight) == (1, 4, 0)
+    totals = {o: _metric(worker, "smq_worker_messages_total", outcome=o) for o in smq.worker.OUTCOMES}
+    assert totals == {"succeeded": 1, "failed": 0, "lost": 0, "released": 4}
+
+
+def test_a_handler_that_runs_long_on_the_receiving_thread_lets_others_run_and_receiving_go_on(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    jobs = redis_client.create_queue("jobs", visibility_timeout=30)
+    jobs.send("block")
+    jobs.send_batch([smq.SendEntry(str(i), f"q{i}") for i in range(10)])
+    jobs.send_batch([smq.SendEntry(str(i), f"q{i + 10}") for i in range(10)])
+    lock = threading.Lock()
+    active, most = [0], [0]
+    quick_done = threading.Event()
+    done: list[str] = []
+    where: dict[str, str] = {}
+
+    def handle(job: smq.Job) -> None:
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+            where[job.body] = threading.current_thread().name
+        try:
+            if job.body == "block":
+                # Needs all 20 others done: only if they run elsewhere while this one runs,
+                # and if another thread receives them meanwhile (at most 4 are held at once).
+                assert quick_done.wait(20), "the others did not run while this handler ran"
+            else:
+                time.sleep(0.001)
+        finally:
+            with lock:
+                active[0] -= 1
+                done.append(job.body)
+                if sum(1 for body in done if body != "block") == 20:
+                    quick_done.set()
+
+    config = smq.WorkerConfig(concurrency=2, prefetch=2)
+    worker = smq.Worker(redis_client, "jobs", handle, config=config)
+    run = running(worker)
+    wait_for(lambda: jobs.attributes().counters.get("deleted") == 21, 30, "21 deletes")
+    run.stop()
+    assert where["block"] == "smq-receiver"
+    assert most[0] <= 2  # the concurrency holds, inline or not
+    assert _metric(worker, "smq_worker_messages_total", outcome="succeeded") == 21
+
+
+def test_fast_handlers_go_back_to_the_receiving_thread_after_slow_ones(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    jobs = redis_client.create_queue("jobs")
+    for start in range(0, 1000, 10):
+        jobs.send_batch([smq.SendEntry(str(i), str(start + i)) for i in range(10)])
+    where: dict[int, str] = {}
+
+    def handle(job: smq.Job) -> None:
+        n = int(job.body)
+        where[n] = threading.current_thread().name
+        if n < 20:
+            time.sleep(0.005)  # slow: these go to the handler threads
+
+    config = smq.WorkerConfig(concurrency=4, prefetch=6)
+    worker = smq.Worker(redis_client, "jobs", handle, config=config)
+    run = running(worker)
+    wait_for(lambda: jobs.attributes().counters.get("deleted") == 1000, 30, "1000 deletes")
+    run.stop()
+    names = [where[n] for n in sorted(where)]
+    assert any(name.startswith("smq-handler") for name in names[:30])
+    # Back after a window of fast ones (a handler slowed by the machine may send a window back).
+    assert names[-500:].count("smq-receiver") >= 200

@@ -76,7 +76,10 @@ class LeaseKeeper:
         self._queue = queue
         self._metrics = metrics
         self._ceiling = ceiling
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the keeper thread waits on it
+        self._changed = threading.Condition(lock)  # the receiver (for room) and wait_idle wait on it
+        self._sleeping_until = 0.0  # while the keeper waits: when it wakes by itself (0: not waiting)
         self._leases: dict[str, Lease] = {}
         self._deletes: list[Lease] = []
         self._changes: list[tuple[Lease, int]] = []
@@ -111,7 +114,9 @@ class LeaseKeeper:
                     self._queued()
                     self._changes.append((lease, 0))
                 leases = []
-            self._cond.notify_all()
+                self._cond.notify()
+            elif leases and leases[0].extend_at() < self._sleeping_until:
+                self._cond.notify()  # the keeper would wake too late for these (a short timeout)
         return leases
 
     def begin(self, lease: Lease) -> bool:
@@ -122,8 +127,12 @@ class LeaseKeeper:
             lease.state = RUNNING
             return True
 
-    def succeeded(self, lease: Lease) -> None:
-        """The handler returned: delete the message (unless another receive holds it)."""
+    def succeeded(self, lease: Lease, *, wake: bool = True) -> None:
+        """The handler returned: delete the message (unless another receive holds it).
+
+        ``wake=False``: the caller is the receiver, which sends the delete with its next
+        receive; nobody is woken for it (the keeper still sends it if it comes first).
+        """
         with self._cond:
             if lease.state != RUNNING:
                 return  # released by a graceful stop meanwhile
@@ -131,6 +140,7 @@ class LeaseKeeper:
             self._metrics.outcome("lost" if lost else "succeeded")
             if lease.stale:
                 self._finish(lease)
+                self._changed.notify_all()
                 return
             # Also after a timeout ran out unnoticed: the newest receipt still
             # deletes (on a FIFO queue it has expired, as on SQS: the delete
@@ -139,7 +149,10 @@ class LeaseKeeper:
             lease.state = FINISHING
             self._queued()
             self._deletes.append(lease)
-            self._cond.notify_all()
+            if wake or not self._accepting:
+                self._changed.notify_all()  # the receiver's room, a stop's wait_idle
+                if self._closing or not self._receiver_waiting or not self._accepting:
+                    self._wake_keeper()  # the keeper's delete, unless the receiver takes it
 
     def failed(self, lease: Lease, retry_delay: int) -> None:
         """The handler raised: hide the message for ``retry_delay`` s, then it is retried."""
@@ -149,12 +162,14 @@ class LeaseKeeper:
             if lease.job.lease_lost:
                 self._metrics.outcome("lost")
                 self._finish(lease)
+                self._changed.notify_all()
                 return
             self._metrics.outcome("failed")
             lease.state = FINISHING
             self._queued()
             self._changes.append((lease, retry_delay))
-            self._cond.notify_all()
+            self._cond.notify()
+            self._changed.notify_all()
 
     def release_waiting(self) -> int:
         """Release (visibility 0) every message no handler has started; returns how many."""
@@ -192,7 +207,8 @@ class LeaseKeeper:
             else:
                 self._queued()
                 self._changes.append((lease, 0))
-        self._cond.notify_all()
+        self._cond.notify()
+        self._changed.notify_all()
         return len(chosen)
 
     # -- counts and waits --------------------------------------------------------
@@ -222,7 +238,8 @@ class LeaseKeeper:
                 return self._room(limit, stopping, take_deletes)
             finally:
                 self._receiver_waiting = False
-                self._cond.notify_all()  # deletes left over are the keeper's again
+                if self._deletes:
+                    self._wake_keeper()  # deletes left over are the keeper's again
 
     def _room(self, limit: int, stopping: Callable[[], bool], take_deletes: bool) -> tuple[int, list[Lease]]:
         """wait_for_room's wait, with the lock held."""
@@ -254,7 +271,7 @@ class LeaseKeeper:
                         lease.riding = True
                     return room, taken
                 wait = min(wait, room_since + _LINGER - now)
-            self._cond.wait(wait)
+            self._changed.wait(wait)
         return 0, []
 
     def deleted(self, leases: list[Lease], result: BatchResult[str]) -> None:
@@ -264,6 +281,7 @@ class LeaseKeeper:
         with self._cond:
             for lease in leases:
                 self._finish(lease)
+            self._changed.notify_all()
 
     def hand_back(self, leases: list[Lease]) -> None:
         """Deletes taken by ``wait_for_room`` that did not surely run: the keeper sends them."""
@@ -273,7 +291,7 @@ class LeaseKeeper:
                     lease.riding = False
                 self._queued()
                 self._deletes.extend(leases)
-                self._cond.notify_all()
+                self._cond.notify()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no handler runs, for ``timeout`` s at most; True if none does."""
@@ -283,7 +301,7 @@ class LeaseKeeper:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self._cond.wait(min(left, 0.5))
+                self._changed.wait(min(left, 0.5))
             return True
 
     def close(self, timeout: float) -> int:
@@ -294,23 +312,31 @@ class LeaseKeeper:
         """
         with self._cond:
             self._closing = True
-            self._cond.notify_all()
+            self._cond.notify()
         self._thread.join(timeout)
         with self._cond:
             self._abandoned = True  # a Redis that stays down must not keep the thread looping
-            self._cond.notify_all()
+            self._cond.notify()
             return len(self._leases)
 
     # -- the keeper thread -------------------------------------------------------
+
+    def _wake_keeper(self) -> None:
+        """Wake the keeper for the deletes and releases queued if it would sleep past their time."""
+        due = max(self._actions_at, self._pending_since + _LINGER)
+        if len(self._deletes) + len(self._changes) >= MAX_BATCH or self._closing:
+            due = self._actions_at
+        if self._sleeping_until > due:  # 0 while it works: it looks again before it sleeps
+            self._cond.notify()
 
     def _queued(self) -> None:
         if not self._deletes and not self._changes:
             self._pending_since = time.monotonic()
 
     def _finish(self, lease: Lease) -> None:
+        """Done with ``lease`` (call with the lock held, then notify ``_changed``: room for more)."""
         lease.state = DONE
         self._leases.pop(lease.receipt, None)
-        self._cond.notify_all()
 
     def _run(self) -> None:
         try:
@@ -355,7 +381,12 @@ class LeaseKeeper:
             wake = extend_due
             if pending:
                 wake = min(wake, actions_at)
-            self._cond.wait(min(wake - now, 1.0))
+            wait = min(wake - now, 1.0)
+            self._sleeping_until = now + wait
+            try:
+                self._cond.wait(wait)
+            finally:
+                self._sleeping_until = 0.0
         deletes: list[Lease] = []
         changes: list[tuple[Lease, int]] = []
         if actions_due:
@@ -409,6 +440,7 @@ class LeaseKeeper:
             with self._cond:
                 for lease, _ in chunk:
                     self._finish(lease)
+                self._changed.notify_all()
 
     def _queue_gone(self, leases: list[Lease]) -> None:
         """The queue was deleted: its messages are gone, and so are these leases."""
@@ -416,11 +448,13 @@ class LeaseKeeper:
         with self._cond:
             for lease in leases:
                 self._finish(lease)
+            self._changed.notify_all()
 
     def _lose_to_deletion(self, lease: Lease) -> None:
         lease.job._lose("the queue was deleted")
         if lease.state == WAITING:
             self._finish(lease)
+            self._changed.notify_all()
 
     def _redis_failed(self, what: str, error: SmqError) -> None:
         self._metrics.redis_errors.inc()
@@ -516,3 +550,4 @@ class LeaseKeeper:
             # No handler started it: nothing to tell, nothing to delete.
             self._metrics.outcome("lost")
             self._finish(lease)
+            self._changed.notify_all()

@@ -75,6 +75,7 @@ class Worker:
         self.metrics_url: str | None = None
         """``http://host:port/metrics`` while the metrics server runs."""
         self._keeper: LeaseKeeper | None = None
+        self._receivers: list[threading.Thread] = []  # the last one receives; others run a handler
         self.metrics = WorkerMetrics(self.queue.name, self._held, self._busy)
 
     _ceiling: float = CEILING_SECONDS  # tests shorten it; Redis enforces the real one
@@ -173,14 +174,11 @@ class Worker:
             slots = ThreadSlots(handler, outcome, config.concurrency)
         server = self._serve_metrics()
         keeper.start()
+        if isinstance(slots, ThreadSlots):
+            slots.on_retire = partial(self._start_receiver, keeper, slots, timeout)
         slots.start()
-        receiver = threading.Thread(
-            target=self._guarded,
-            args=(self._receive_loop, keeper, slots, timeout),
-            name="smq-receiver",
-            daemon=True,
-        )
-        receiver.start()
+        self._receivers = []
+        self._start_receiver(keeper, slots, timeout)
         log.info(
             "worker on queue %r: %s handler, concurrency %d, up to %d messages held, visibility timeout %d s",
             self.queue.name,
@@ -191,12 +189,26 @@ class Worker:
         )
         try:
             while not self._stop.wait(0.25) and not self._signals:
-                if not receiver.is_alive() or not keeper.alive():
+                if not self._receivers[-1].is_alive() or not keeper.alive():
                     break
         finally:
             if keeper.failure is not None and self._fatal is None:
                 self._fatal = keeper.failure
-            self._shut_down(keeper, slots, receiver, server)
+            self._shut_down(keeper, slots, server)
+
+    def _start_receiver(self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, timeout: int) -> None:
+        """Start the receiving thread: at start, and when the receiving one runs a slow handler."""
+        if self._stop.is_set():
+            return
+        receiver = threading.Thread(
+            target=self._guarded,
+            args=(self._receive_loop, keeper, slots, timeout),
+            name="smq-receiver",
+            daemon=True,
+        )
+        # Those that ended are dropped; the newest is the one that receives.
+        self._receivers = [*(r for r in self._receivers if r.is_alive()), receiver]
+        receiver.start()
 
     def _hurry(self) -> bool:
         """True when the stop must skip (the rest of) the grace period: a second signal."""
@@ -259,8 +271,9 @@ class Worker:
                 continue
             errors = 0
             # Held from here on: a stop now releases them with the others.
-            for run in runs(keeper.add(messages, timeout, received), self.queue.fifo):
-                slots.submit(run)
+            # Sync handlers that are fast run here, on this thread (see ThreadSlots).
+            if not slots.run_batch(runs(keeper.add(messages, timeout, received), self.queue.fifo), stopping):
+                return  # a handler here ran long: another thread receives meanwhile
             if not messages and config.wait_time_seconds == 0:
                 self._stop.wait(0.5)
 
@@ -283,12 +296,16 @@ class Worker:
                 keeper.hand_back(done)  # perhaps not run: the keeper deletes them again (harmless)
             raise
 
-    def _shut_down(
-        self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, receiver: threading.Thread, server: Any
-    ) -> None:
+    def _shut_down(self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, server: Any) -> None:
         self._stop.set()
         self.client._waker.interrupt()  # a long poll in progress returns at once
-        receiver.join(_FLUSH_TIMEOUT)
+        # Wait for the receiving threads to end, but not for a handler one runs: the grace period is for that.
+        deadline = time.monotonic() + _FLUSH_TIMEOUT
+        while (left := deadline - time.monotonic()) > 0:
+            busy = [r for r in self._receivers if r.is_alive() and not slots.in_handler(r)]
+            if not busy:
+                break
+            busy[0].join(min(0.05, left))
         released = keeper.release_waiting()
         running = keeper.running()
         log.info(

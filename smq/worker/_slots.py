@@ -8,6 +8,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -47,10 +48,16 @@ class _Outcome:
         self._release_rest(run, index)
         return False
 
-    def done(self, run: Run, index: int, started: float, error: BaseException | None) -> bool:
-        """Settle ``run[index]`` after its handler; True if the next message of the run may start."""
+    def done(
+        self, run: Run, index: int, started: float, error: BaseException | None, *, inline: bool = False
+    ) -> bool:
+        """Settle ``run[index]`` after its handler; True if the next message of the run may start.
+
+        ``inline``: the handler ran on the receiving thread, which takes the delete with its next
+        receive; nobody need be woken for it.
+        """
         lease = run[index]
-        self._settle(lease, started, error)
+        self._settle(lease, started, error, inline)
         if error is None and not lease.job.lease_lost:
             return True
         self._release_rest(run, index)
@@ -67,11 +74,11 @@ class _Outcome:
                 run[index].job.message_id,
             )
 
-    def _settle(self, lease: Lease, started: float, error: BaseException | None) -> None:
+    def _settle(self, lease: Lease, started: float, error: BaseException | None, inline: bool) -> None:
         self.metrics.processing.observe(time.monotonic() - started)
         message = lease.job.message
         if error is None:
-            self.keeper.succeeded(lease)
+            self.keeper.succeeded(lease, wake=not inline)
             return
         delay = self.config.retry_delay(message.receive_count)
         if isinstance(error, LeaseLost) or lease.job.lease_lost:
@@ -87,8 +94,43 @@ class _Outcome:
         self.keeper.failed(lease, delay)
 
 
+# A sync handler that returns within this many seconds runs on the receiving thread itself,
+# the rest of its batch after it: no hand-off to another thread (each a wake-up by the kernel
+# and a turn of the GIL, slow on a loaded machine) for handlers that take less than one.
+_INLINE_LIMIT = 0.0002
+_WATCH_EVERY = 0.01  # seconds between the watchdog's looks at the handler running inline
+_WINDOW = 100  # handler calls on the threads judged together for a return to running inline
+_SLOW_IN_WINDOW = 5  # at most this many of them slower than _INLINE_LIMIT
+
+
+class _Inline:
+    """One batch the receiving thread runs itself: what the watchdog looks at."""
+
+    __slots__ = ("pending", "calls", "busy", "finished", "retired")
+
+    def __init__(self, batch: list[Run]) -> None:
+        self.pending = deque(batch)  # runs not started; the watchdog may take them
+        self.calls = 0  # handler calls begun
+        self.busy = False  # a handler runs now
+        self.finished = False
+        self.retired = False  # another thread receives now
+
+
 class ThreadSlots:
     """``concurrency`` daemon threads, each running a sync handler on one run at a time.
+
+    While handlers are fast (each returns within ``_INLINE_LIMIT``), the
+    receiving thread runs a batch's runs itself (``run_batch``), one after
+    another, and the threads wait: no hand-offs between threads. A handler
+    that takes longer sends the rest of its batch, and the batches after it,
+    to the threads. If one is still running ``_WATCH_EVERY`` s after the
+    watchdog thread first saw it, the watchdog hands the rest of the batch to
+    the threads at once and starts another receiving thread (``on_retire``);
+    the one in the handler ends when it returns. So up to ``concurrency``
+    handlers run in parallel and receiving goes on, as with threads only.
+    When the threads have seen a window of fast handlers, the receiver runs
+    them again. At most ``concurrency`` handlers run at once, wherever (one
+    permit each), and the lease keeper extends every held message.
 
     Daemon threads, so that a handler still running after a graceful stop's
     grace period does not keep the process alive (its message is released).
@@ -98,38 +140,171 @@ class ThreadSlots:
         self._handler = handler
         self._outcome = outcome
         self._ready: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
+        self._permits = threading.Semaphore(concurrency)
         self._threads = [
             threading.Thread(target=self._work, name=f"smq-handler-{n}", daemon=True)
             for n in range(concurrency)
         ]
+        self.inline = True  # run batches on the receiving thread (while handlers are fast)
+        self.on_retire: Callable[[], None] | None = None  # starts another receiving thread
+        self._lock = threading.Lock()  # a batch ends, or the watchdog retires its thread: not both
+        self._current: _Inline | None = None  # the latest batch run inline
+        self._inline_on: dict[int, _Inline] = {}  # thread id: the batch it runs inline
+        self._batches = 0  # batches run inline so far
+        self._window = [0, 0]  # handler calls on the threads in this window, and how many were slow
+        self._closed = False
+        self._active = threading.Event()  # set while batches run inline: the watchdog looks
+        self._watchdog: threading.Thread | None = None
+        if concurrency > 1:  # with one slot there is nobody to hand the rest of a batch to
+            self._watchdog = threading.Thread(target=self._watch, name="smq-inline-watch", daemon=True)
 
     def start(self) -> None:
         for thread in self._threads:
             thread.start()
+        if self._watchdog is not None:
+            self._watchdog.start()
 
-    def submit(self, run: Run) -> None:
-        self._ready.put(run)
+    def in_handler(self, thread: threading.Thread) -> bool:
+        """True while ``thread`` (a receiving thread) runs a handler."""
+        running = self._inline_on.get(thread.ident or 0)
+        return running is not None and running.busy
+
+    def run_batch(self, batch: list[Run], stopping: Callable[[], bool]) -> bool:
+        """Run one receive's runs: on this thread while handlers are fast, else on the threads.
+
+        Returns False if another thread receives from now on (a handler here got slow).
+        """
+        if not batch:
+            return True
+        if not self.inline or not self._permits.acquire(blocking=False):
+            for run in batch:
+                self._ready.put(run)
+            return True
+        mine = self._current = _Inline(batch)
+        me = threading.get_ident()
+        self._inline_on[me] = mine
+        pending = mine.pending
+        try:
+            self._batches += 1
+            if not self._active.is_set():
+                self._active.set()
+            while self.inline and not mine.retired and not stopping():
+                try:
+                    run = pending.popleft()
+                except IndexError:
+                    break
+                rest = self._run_inline(mine, run, stopping)
+                if rest:
+                    self._ready.put(rest)
+        finally:
+            self._permits.release()
+            with self._lock:
+                mine.finished = True
+                del self._inline_on[me]
+        while True:  # what is left: to the threads, or, when stopping, to the stop's release
+            try:
+                run = pending.popleft()
+            except IndexError:
+                break
+            if not stopping():
+                self._ready.put(run)
+        return not mine.retired
+
+    def _run_inline(self, mine: _Inline, run: Run, stopping: Callable[[], bool]) -> Run:
+        """Run ``run`` on this thread; returns the part left to the threads (a handler got slow)."""
+        outcome = self._outcome
+        handler = self._handler
+        for index, lease in enumerate(run):
+            if index and stopping():
+                return ()  # the rest are released by the stop
+            if not outcome.begin(run, index):
+                return ()
+            mine.calls += 1
+            mine.busy = True
+            started = time.monotonic()
+            error: BaseException | None = None
+            try:
+                handler(lease.job)
+            except BaseException as raised:  # SystemExit too: a handler must not end the receiver
+                error = raised
+            mine.busy = False
+            if time.monotonic() - started > _INLINE_LIMIT:
+                self.inline = False
+            if not outcome.done(run, index, started, error, inline=True):
+                return ()
+            if not self.inline or mine.retired:
+                return run[index + 1 :]
+        return ()
+
+    def _watch(self) -> None:
+        """Hand the rest of an inline batch to the threads when one of its handlers runs long."""
+        while not self._closed:
+            self._active.wait()
+            batches, watched = self._batches, self._current
+            calls, busy = (watched.calls, watched.busy) if watched else (0, False)
+            time.sleep(_WATCH_EVERY)
+            if self._closed:
+                return
+            if watched is not None and busy and watched.busy and watched.calls == calls:
+                self._retire(watched)  # one handler ran through the whole look
+            elif self._batches == batches and not (watched and watched.busy):
+                self._active.clear()  # nothing ran inline meanwhile: sleep until a batch does
+                if self._batches != batches:
+                    self._active.set()
+
+    def _retire(self, slow: _Inline) -> None:
+        """The handler of ``slow`` runs long: its other runs go to the threads, another thread receives."""
+        self.inline = False
+        with self._lock:
+            if slow.finished or slow.retired:
+                return
+            if self._current is slow:
+                self._current = None
+            try:
+                if self.on_retire is not None:
+                    self.on_retire()
+                    slow.retired = True
+            except Exception:  # no thread to be had: this one goes on receiving after its handler
+                log.exception("could not start another receiving thread")
+        while True:
+            try:
+                run = slow.pending.popleft()
+            except IndexError:
+                break
+            self._ready.put(run)
 
     def stop(self) -> None:
+        self._closed = True
+        self._active.set()
         for _ in self._threads:
             self._ready.put(None)
 
     def _work(self) -> None:
+        window = self._window
         while True:
             run = self._ready.get()
             if run is None:
                 return
-            for index, lease in enumerate(run):
-                if not self._outcome.begin(run, index):
-                    break
-                started = time.monotonic()
-                error: BaseException | None = None
-                try:
-                    self._handler(lease.job)
-                except BaseException as raised:  # SystemExit too: a handler must not end its slot
-                    error = raised
-                if not self._outcome.done(run, index, started, error):
-                    break
+            with self._permits:
+                for index, lease in enumerate(run):
+                    if not self._outcome.begin(run, index):
+                        break
+                    started = time.monotonic()
+                    error: BaseException | None = None
+                    try:
+                        self._handler(lease.job)
+                    except BaseException as raised:  # SystemExit too: a handler must not end its slot
+                        error = raised
+                    if not self.inline:
+                        # Fast handlers again? Then the receiver runs them: fewer hand-offs.
+                        window[0] += 1
+                        if time.monotonic() - started > _INLINE_LIMIT:
+                            window[1] += 1
+                        if window[0] >= _WINDOW:
+                            self.inline = window[1] <= _SLOW_IN_WINDOW
+                            window[0] = window[1] = 0
+                    if not self._outcome.done(run, index, started, error):
+                        break
 
 
 class AsyncSlots:
@@ -150,10 +325,20 @@ class AsyncSlots:
         self._thread.start()
         self._started.wait()
 
-    def submit(self, run: Run) -> None:
+    def in_handler(self, thread: threading.Thread) -> bool:
+        return False  # handlers run on the loop's thread only
+
+    def run_batch(self, batch: list[Run], stopping: Callable[[], bool]) -> bool:
+        """Hand one receive's runs to the tasks: one wake-up of the loop for the batch."""
+        if batch:
+            self._loop.call_soon_threadsafe(self._put_all, batch)
+        return True
+
+    def _put_all(self, batch: list[Run]) -> None:
         ready = self._ready
         assert ready is not None
-        self._loop.call_soon_threadsafe(ready.put_nowait, run)
+        for run in batch:
+            ready.put_nowait(run)
 
     def stop(self) -> None:
         """Cancel the tasks (their messages are released already) and end the loop."""
