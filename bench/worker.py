@@ -7,7 +7,10 @@ threads, 8 async tasks, and 1 and 2 `smq worker` processes. Each case drains
 the same number of preloaded 100-byte messages from its own queue on one
 freshly started Redis (TCP on 127.0.0.1); the figure is messages deleted per
 second, from the first delete to the last (start-up excluded). The ratio says what the
-runner's heartbeat, threads and bookkeeping cost against the bare loop.
+runner's heartbeat, threads and bookkeeping cost against the bare loop. For
+the cases in this process, the bench also counts context switches of the
+process per batch of 10 (voluntary: a thread waited, for Redis or for another
+thread; involuntary: the kernel took its core) and its CPU time per message.
 
 Then the heartbeat alone: one `smq worker` process holds --held messages
 (async handlers that sleep) under a 2 s visibility timeout, so each is
@@ -27,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -163,6 +167,18 @@ def _stop(loops: list[subprocess.Popen[bytes]]) -> None:
         loop.wait(10)
 
 
+def _cost(before: resource.struct_rusage, messages: int) -> tuple[float, float, float]:
+    """This process's (voluntary, involuntary) context switches per batch of 10, CPU µs per message."""
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    batches = messages / 10
+    return (
+        (after.ru_nvcsw - before.ru_nvcsw) / batches,
+        (after.ru_nivcsw - before.ru_nivcsw) / batches,
+        cpu / messages * 1e6,
+    )
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -248,13 +264,16 @@ def main() -> None:
             chosen = ["hand", *(key for key in args.cases.split(",") if key != "hand")]
             cases = dict(every[key] for key in chosen)
             rates: dict[str, list[float]] = {name: [] for name in cases}
+            costs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cases}
             loads: list[float] = []  # the 1-minute load average after each round
             loops = _busy_loops(args.busy)
             try:
                 for _ in range(args.repeat):
                     for n, (name, case) in enumerate(cases.items()):
                         queue = _preload(client, f"bench-{n}", args.messages)
+                        before = resource.getrusage(resource.RUSAGE_SELF)
                         rates[name].append(case(client, queue, args.messages))
+                        costs[name].append(_cost(before, args.messages))
                     loads.append(os.getloadavg()[0])
             finally:
                 _stop(loops)
@@ -279,6 +298,15 @@ def main() -> None:
             f"| {name} | {median:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {median / base:.2f}x "
             f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
         )
+    print(
+        "\nIn this process (not for `smq worker` cases), medians: context switches per batch of 10, "
+        "voluntary / involuntary; CPU µs per message\n"
+    )
+    for name, values in costs.items():
+        if name.startswith("smq worker"):
+            continue
+        voluntary, involuntary, cpu = (statistics.median(value[i] for value in values) for i in range(3))
+        print(f"- {name}: {voluntary:.1f} / {involuntary:.1f}; {cpu:.1f} µs")
     if beat is not None:
         print(
             f"\nheartbeat: {beat['held']} messages held under a 2 s timeout: "
@@ -292,6 +320,7 @@ def main() -> None:
         "messages": args.messages,
         "repeat": args.repeat,
         "rates": rates,
+        "costs": {name: values for name, values in costs.items() if not name.startswith("smq worker")},
         "heartbeat": beat,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
