@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -241,6 +242,8 @@ def main() -> None:
     parser.add_argument("--redis-server", default=None)
     parser.add_argument("--output", type=Path, default=RESULTS / "worker.json")
     args = parser.parse_args()
+    # A SIGTERM unwinds like an error: the busy loops, workers and Redis this run started stop too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as temp:
         folder = Path(temp)
