@@ -76,9 +76,10 @@ class LeaseKeeper:
         self._queue = queue
         self._metrics = metrics
         self._ceiling = ceiling
-        lock = threading.Lock()
-        self._cond = threading.Condition(lock)  # the keeper thread waits on it
-        self._changed = threading.Condition(lock)  # the receiver (for room) and wait_idle wait on it
+        # Held with ``with self._lock`` (cheaper than entering a Condition); both Conditions use it.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # the keeper thread waits on it
+        self._changed = threading.Condition(self._lock)  # the receiver (for room) and wait_idle wait on it
         self._sleeping_until = 0.0  # while the keeper waits: when it wakes by itself (0: not waiting)
         self._leases: dict[str, Lease] = {}
         self._deletes: list[Lease] = []
@@ -103,7 +104,7 @@ class LeaseKeeper:
     def add(self, messages: Sequence[Message], timeout: int, received: float) -> list[Lease]:
         """Hold newly received messages (``received``: monotonic time before the receive)."""
         leases = [Lease(message, timeout, received, self._ceiling) for message in messages]
-        with self._cond:
+        with self._lock:
             for lease in leases:
                 self._leases[lease.receipt] = lease
             if not self._accepting:
@@ -121,7 +122,7 @@ class LeaseKeeper:
 
     def begin(self, lease: Lease) -> bool:
         """Mark a lease running; False if it was released meanwhile (do not run it)."""
-        with self._cond:
+        with self._lock:
             if lease.state != WAITING:
                 return False
             lease.state = RUNNING
@@ -133,7 +134,7 @@ class LeaseKeeper:
         ``wake=False``: the caller is the receiver, which sends the delete with its next
         receive; nobody is woken for it (the keeper still sends it if it comes first).
         """
-        with self._cond:
+        with self._lock:
             if lease.state != RUNNING:
                 return  # released by a graceful stop meanwhile
             lost = lease.job.lease_lost
@@ -156,7 +157,7 @@ class LeaseKeeper:
 
     def failed(self, lease: Lease, retry_delay: int) -> None:
         """The handler raised: hide the message for ``retry_delay`` s, then it is retried."""
-        with self._cond:
+        with self._lock:
             if lease.state != RUNNING:
                 return
             if lease.job.lease_lost:
@@ -173,7 +174,7 @@ class LeaseKeeper:
 
     def release_waiting(self) -> int:
         """Release (visibility 0) every message no handler has started; returns how many."""
-        with self._cond:
+        with self._lock:
             self._accepting = False
         return self._release({WAITING}, "")
 
@@ -187,11 +188,11 @@ class LeaseKeeper:
         A slot calls it for the rest of a FIFO group's run when one of its
         messages did not succeed: they must not run before that one does.
         """
-        with self._cond:
+        with self._lock:
             return self._release_chosen([lease for lease in leases if lease.state == WAITING], "")
 
     def _release(self, states: set[str], reason: str) -> int:
-        with self._cond:
+        with self._lock:
             chosen = [lease for lease in self._leases.values() if lease.state in states]
             return self._release_chosen(chosen, reason)
 
@@ -214,11 +215,11 @@ class LeaseKeeper:
     # -- counts and waits --------------------------------------------------------
 
     def held(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._leases)
 
     def running(self) -> int:
-        with self._cond:
+        with self._lock:
             return sum(1 for lease in self._leases.values() if lease.state == RUNNING)
 
     def wait_for_room(
@@ -232,7 +233,7 @@ class LeaseKeeper:
         receive deletes them before it takes more. While the caller waits here
         the keeper thread leaves the deletes to it.
         """
-        with self._cond:
+        with self._lock:
             self._receiver_waiting = take_deletes
             try:
                 return self._room(limit, stopping, take_deletes)
@@ -278,7 +279,7 @@ class LeaseKeeper:
         """The deletes of ``leases`` ran (entry ids are their positions): done with them."""
         for failure in result.failed:
             log.warning("delete of message %s failed: %s", leases[int(failure.id)].job.message_id, failure)
-        with self._cond:
+        with self._lock:
             for lease in leases:
                 self._finish(lease)
             self._changed.notify_all()
@@ -286,7 +287,7 @@ class LeaseKeeper:
     def hand_back(self, leases: list[Lease]) -> None:
         """Deletes taken by ``wait_for_room`` that did not surely run: the keeper sends them."""
         if leases:
-            with self._cond:
+            with self._lock:
                 for lease in leases:
                     lease.riding = False
                 self._queued()
@@ -296,7 +297,7 @@ class LeaseKeeper:
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no handler runs, for ``timeout`` s at most; True if none does."""
         deadline = time.monotonic() + timeout
-        with self._cond:
+        with self._lock:
             while any(lease.state == RUNNING for lease in self._leases.values()):
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -310,11 +311,11 @@ class LeaseKeeper:
         Returns how many leases are still held (their messages come back
         when their timeouts run out).
         """
-        with self._cond:
+        with self._lock:
             self._closing = True
             self._cond.notify()
         self._thread.join(timeout)
-        with self._cond:
+        with self._lock:
             self._abandoned = True  # a Redis that stays down must not keep the thread looping
             self._cond.notify()
             return len(self._leases)
@@ -347,7 +348,7 @@ class LeaseKeeper:
 
     def _loop(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 work = self._next_work()
                 if work is None:
                     return
@@ -412,7 +413,7 @@ class LeaseKeeper:
                 continue
             except SmqError as error:
                 self._redis_failed("delete", error)
-                with self._cond:
+                with self._lock:
                     self._deletes.extend(chunk)
                 continue
             self.deleted(chunk, result)
@@ -430,14 +431,14 @@ class LeaseKeeper:
                 continue
             except SmqError as error:
                 self._redis_failed("release", error)
-                with self._cond:
+                with self._lock:
                     self._changes.extend(chunk)
                 continue
             for failure in result.failed:
                 # Not in flight or held by another receive: it is not ours to release.
                 lease = chunk[int(failure.id)][0]
                 log.info("message %s was not released: %s", lease.job.message_id, failure.message)
-            with self._cond:
+            with self._lock:
                 for lease, _ in chunk:
                     self._finish(lease)
                 self._changed.notify_all()
@@ -445,7 +446,7 @@ class LeaseKeeper:
     def _queue_gone(self, leases: list[Lease]) -> None:
         """The queue was deleted: its messages are gone, and so are these leases."""
         log.error("queue %r was deleted: %d held messages are gone with it", self._queue.name, len(leases))
-        with self._cond:
+        with self._lock:
             for lease in leases:
                 self._finish(lease)
             self._changed.notify_all()
@@ -459,7 +460,7 @@ class LeaseKeeper:
     def _redis_failed(self, what: str, error: SmqError) -> None:
         self._metrics.redis_errors.inc()
         log.warning("%s on queue %r failed, will retry: %s", what, self._queue.name, error)
-        with self._cond:
+        with self._lock:
             self._actions_at = time.monotonic() + _RETRY_DELAY
 
     def _extend(self, leases: list[Lease]) -> None:
@@ -484,7 +485,7 @@ class LeaseKeeper:
             result = self._queue.change_visibility_batch(entries)
         except QueueDoesNotExist:
             for lease, _ in chunk:
-                with self._cond:
+                with self._lock:
                     if lease.state == WAITING:
                         self._metrics.outcome("lost")
                     self._lose_to_deletion(lease)
@@ -492,12 +493,12 @@ class LeaseKeeper:
         except SmqError as error:
             self._metrics.redis_errors.inc()
             log.warning("heartbeat on queue %r failed, will retry: %s", self._queue.name, error)
-            with self._cond:
+            with self._lock:
                 for lease, _ in chunk:
                     lease.retry_at = time.monotonic() + _RETRY_DELAY
             return
         failures = {int(failure.id): failure for failure in result.failed}
-        with self._cond:
+        with self._lock:
             for i, (lease, seconds) in enumerate(chunk):
                 failure = failures.get(i)
                 if lease.state == DONE or lease.riding:

@@ -206,9 +206,9 @@ class Worker:
             name="smq-receiver",
             daemon=True,
         )
+        receiver.start()  # before it is listed: run() takes the newest one's end for a failure
         # Those that ended are dropped; the newest is the one that receives.
         self._receivers = [*(r for r in self._receivers if r.is_alive()), receiver]
-        receiver.start()
 
     def _hurry(self) -> bool:
         """True when the stop must skip (the rest of) the grace period: a second signal."""
