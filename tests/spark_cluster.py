@@ -149,6 +149,10 @@ def _environment(folder: Path) -> dict[str, str]:
     # A port taken between free_port() and the bind fails the daemon (no silent move to the next
     # port, which the URLs here would not know): it starts again on other ports.
     env["SPARK_MASTER_OPTS"] = env["SPARK_WORKER_OPTS"] = "-Dspark.port.maxRetries=0"
+    # The master's REST submission server listens on the fixed port 6066 by default: a second
+    # cluster on the machine (another worker's, another run's) failed to start there, and its
+    # master never accepted its workers. Jobs go to spark://, so it is off.
+    env["SPARK_MASTER_OPTS"] += " -Dspark.master.rest.enabled=false"
     # Set, so that spark-class need not find it by running whichever python3 is on PATH.
     env["SPARK_HOME"] = str(spark_home())
     return env
