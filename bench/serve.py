@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _harness import Options, Run, redis_version, temp_folder
+from _harness import Options, Run, redis_version, spread, temp_folder
 from _harness import redis_server as start_redis
 from _http_clients import (
     ACTIONS,
@@ -658,16 +658,6 @@ def load_layouts(
         if second is not None:
             second.stop()
     return cells
-
-
-def spread(values: list[float], unit: str = "", digits: int = 0) -> str:
-    """Median, and the range over rounds when there is more than one."""
-    if not values:
-        return "n/a"
-    middle = f"{statistics.median(values):,.{digits}f}{unit}"
-    if len(values) == 1:
-        return middle
-    return f"{middle} ({min(values):,.{digits}f}–{max(values):,.{digits}f})"
 
 
 def markdown(rounds: list[dict[str, Any]], server: str) -> str:
