@@ -272,9 +272,12 @@ def drain(admin: redis.Redis, client: smq.Client, variant: Variant, count: int) 
         if reply[0] != 0:
             raise RuntimeError(f"receive failed: {reply}")
         first, stride, second = layout
+        # smq's first receives in layout 2: the token gains the reply's suffix (count 1).
+        suffix = reply[5].decode() if first == 6 and reply[5] else ""
         done = []
         for i in range(first, len(reply), stride):
-            done += [reply[i], reply[i + second] if second else token]
+            first_receive = suffix and reply[i + 2] == 1
+            done += [reply[i], reply[i + second] if second else token + suffix if first_receive else token]
         received += len(done) // 2
         pairs += 1
     evalsha, inside = script_times(admin)
@@ -326,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
 
     own = sources()
     variants: dict[str, Variant] = {
-        "smq": (own["send"].text, own["receive"].text, own["delete"].text, (5, 4, 0)),
+        "smq": (own["send"].text, own["receive"].text, own["delete"].text, (6, 4, 0)),
         "minimal": (MINIMAL_SEND, MINIMAL_RECEIVE, MINIMAL_DELETE, (1, 2, 0)),
         "minimal + smq's necessary reads": (
             FLOOR_CALLS_SEND,

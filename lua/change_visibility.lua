@@ -3,7 +3,8 @@
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
 -- KEYS[2] visible (list): ids of visible messages (timeout 0 puts one at the head)
--- KEYS[3] inflight (zset): ids in flight, scored by visibility expiry (ms)
+-- KEYS[3] inflight (zset): in flight, scored by visibility expiry (ms): ids, or
+--         "<id>:<token>" when the receipt's token holds a '.' (a first receive, layout 2)
 -- KEYS[4] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>"
 -- KEYS[5] stats (hash): counters
 -- KEYS[6] events (stream): lifecycle events
@@ -72,7 +73,16 @@ for i = 1, count do
   local token = ARGV[3 * i + 2]
   local visibility_ms = tonumber(ARGV[3 * i + 3])
   local current = redis.call('HGET', state, id)
-  local expiry = redis.call('ZSCORE', inflight, id)
+  local member = id
+  if current == false and token_in_member(token) then
+    -- A first receive's state is in its member, when it is still in flight.
+    member = id .. ':' .. token
+    if redis.call('ZSCORE', inflight, member) then
+      local _, _, received_ms = split_member(member)
+      current = format_state(token, 1, received_ms, received_ms)
+    end
+  end
+  local expiry = redis.call('ZSCORE', inflight, member)
   local status = OK
   if current == false then
     -- Deleted, or never received.
@@ -103,7 +113,11 @@ for i = 1, count do
       emit(events, events_max, now, 'visibility_changed', id, receive_count, visibility_ms)
     else
       if visibility_ms == 0 then
-        redis.call('ZREM', inflight, id)
+        redis.call('ZREM', inflight, member)
+        if member ~= id then
+          -- Visible again: its state leaves the member, as reclaim_visible does.
+          redis.call('HSET', state, id, current)
+        end
         if is_fifo then
           local info = redis.call('HGET', k.fifo, id)
           if info then
@@ -114,7 +128,7 @@ for i = 1, count do
         end
         sooner = sooner + 1
       else
-        redis.call('ZADD', inflight, 'XX', now + visibility_ms, id)
+        redis.call('ZADD', inflight, 'XX', now + visibility_ms, member)
         if now + visibility_ms < tonumber(expiry) then
           sooner = sooner + 1
         end

@@ -8,7 +8,8 @@
 -- ARGV[2] '1': refuse a new queue within 60 s of the deletion of one of its
 --         name (SQS's rule), '' to allow it
 -- ARGV[3] settings_n (1-32): number of setting pairs that follow
--- ARGV[4..] settings_n field, value pairs: the full settings, then
+-- ARGV[4..] settings_n field, value pairs: the full settings (and 'layout', 1 to
+--           LAYOUT, for a queue in an older data layout), then
 --           0 to 50 tag key, value pairs (set only when the queue is new)
 --
 -- Returns {OK, 1} when created; {OK, 0, field, value, ...} with the stored
@@ -50,10 +51,21 @@ if refuse_recent then
   end
 end
 
+-- A 'layout' setting asks for an older layout (1 while 0.2.0 clients, which
+-- read no layout, share the Redis); by default a queue starts in the newest.
+local layout = LAYOUT
+for i = 1, settings_n do
+  if ARGV[2 * i + 2] == 'layout' then
+    layout = int_arg(ARGV[2 * i + 3], 1, LAYOUT)
+    if layout == nil then
+      return fail(E_BAD_ARGUMENT, 'layout must be 1 to ' .. LAYOUT)
+    end
+  end
+end
 for i = 1, settings_n do
   redis.call('HSET', meta, ARGV[2 * i + 2], ARGV[2 * i + 3])
 end
-redis.call('HSET', meta, 'created_ms', now, 'modified_ms', now, 'ghosts', 0, 'layout', LAYOUT)
+redis.call('HSET', meta, 'created_ms', now, 'modified_ms', now, 'ghosts', 0, 'layout', layout)
 -- A queue of this name deleted before may have left no tags (delete_queue
 -- drops them), but start clean in any case.
 redis.call('DEL', tags)

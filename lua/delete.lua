@@ -1,7 +1,8 @@
 -- delete: delete 1 to 10 messages by receipt.
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] inflight (zset): ids in flight, scored by visibility expiry (ms)
+-- KEYS[2] inflight (zset): in flight, scored by visibility expiry (ms): ids, or
+--         "<id>:<token>" when the receipt's token holds a '.' (a first receive, layout 2)
 -- KEYS[3] messages (hash): id -> record
 -- KEYS[4] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>"
 -- KEYS[5] stats (hash): counters
@@ -73,12 +74,32 @@ local states = redis.call('HMGET', state, unpack(ids))
 
 local reply = {OK}
 local doomed = {}
+-- What to take out of `inflight` for each doomed id: the id, or its layout 2 member.
+local doomed_members = {}
 local doomed_seen = {}
 local stale = 0
 for i = 1, count do
   local id = ids[i]
+  local token = ARGV[2 * i + 3]
   local status
-  if states[i] == false then
+  local member = states[i] == false and token_in_member(token) and id .. ':' .. token
+  local expiry = member and redis.call('ZSCORE', inflight, member)
+  if expiry then
+    -- In flight on its first receive, under this receipt.
+    if is_fifo and tonumber(expiry) <= now then
+      status = E_RECEIPT_EXPIRED
+    else
+      status = DELETED
+      if not doomed_seen[id] then
+        doomed_seen[id] = true
+        doomed[#doomed + 1] = id
+        doomed_members[#doomed] = member
+        if evented then
+          emit(events, events_max, now, 'deleted', id, 1)
+        end
+      end
+    end
+  elseif states[i] == false then
     if redis.call('HEXISTS', messages, id) == 1 then
       -- Stored but never received: no receipt of it can be current.
       status = STALE_IGNORED
@@ -90,7 +111,7 @@ for i = 1, count do
     local bar = find(states[i], '|', 1, true) or 1
     local held_by = sub(states[i], 1, bar - 1)
     local expiry = is_fifo and redis.call('ZSCORE', inflight, id)
-    if held_by ~= ARGV[2 * i + 3] then
+    if held_by ~= token then
       status = STALE_IGNORED
       if evented then
         local _, receive_count = parse_state(states[i])
@@ -104,6 +125,7 @@ for i = 1, count do
       if not doomed_seen[id] then
         doomed_seen[id] = true
         doomed[#doomed + 1] = id
+        doomed_members[#doomed] = id
         if evented then
           local _, receive_count = parse_state(states[i])
           emit(events, events_max, now, 'deleted', id, receive_count)
@@ -122,7 +144,7 @@ if #doomed > 0 and is_fifo then
   local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
     ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
   for i = 1, #doomed do
-    local was_inflight = redis.call('ZREM', inflight, doomed[i]) == 1
+    local was_inflight = redis.call('ZREM', inflight, doomed_members[i]) == 1
     local group = fifo_forget(k, doomed[i])
     if was_inflight and group and fifo_release(k, group, now, delay_ms) then
       unlocked = true
@@ -138,7 +160,7 @@ if #doomed > 0 and is_fifo then
   end
 elseif #doomed > 0 then
   -- Ids deleted but not in flight are visible again: ghosts in the list.
-  local ghosts = #doomed - redis.call('ZREM', inflight, unpack(doomed))
+  local ghosts = #doomed - redis.call('ZREM', inflight, unpack(doomed_members))
   redis.call('HDEL', messages, unpack(doomed))
   redis.call('HDEL', state, unpack(doomed))
   redis.call('HDEL', origins, unpack(doomed))

@@ -100,11 +100,25 @@ local delayed_n = redis.call('ZCARD', delayed) - due
 
 -- The oldest message waiting: the head of the list holds the oldest
 -- sends; run-out timeouts and delays may be older still.
-local candidates = redis.call('LRANGE', visible, 0, OLDEST_PROBE - 1)
-local first_due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1)
-candidates[#candidates + 1] = first_expired[1]
-candidates[#candidates + 1] = first_due[1]
 local oldest = -1
+local candidates = {}
+local heads = redis.call('LRANGE', visible, 0, OLDEST_PROBE - 1)
+for i = 1, #heads do
+  local id, record = split_entry(heads[i])
+  if record then
+    local sent = sent_ms_of(record)
+    if oldest < 0 or sent < oldest then
+      oldest = sent
+    end
+  else
+    candidates[#candidates + 1] = id
+  end
+end
+local first_due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1)
+candidates[#candidates + 1] = first_due[1]
+if first_expired[1] then
+  candidates[#candidates + 1] = (split_member(first_expired[1]))
+end
 if #candidates > 0 then
   local records = redis.call('HMGET', messages, unpack(candidates))
   for i = 1, #records do

@@ -2,7 +2,7 @@
 -- visible messages out of this queue into its outbox.
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] visible (list): ids of visible messages (taken from the head)
+-- KEYS[2] visible (list): visible messages, ids or "<id>|<record>" (taken from the head)
 -- KEYS[3] messages (hash): id -> record "<sent_ms>|<payload>"
 -- KEYS[4] state (hash): id -> receive state
 -- KEYS[5] stats (hash): counters
@@ -153,11 +153,21 @@ if settings[3] == '1' then
   return reply
 end
 
-local ids = redis.call('LPOP', visible, max_messages)
-if not ids then
+local entries = redis.call('LPOP', visible, max_messages)
+if not entries then
   return {OK, 0, 0, 0}
 end
+local ids = {}
+local inline_records = {}
+for i = 1, #entries do
+  ids[i], inline_records[i] = split_entry(entries[i])
+end
 local records = redis.call('HMGET', messages, unpack(ids))
+for i = 1, #entries do
+  if inline_records[i] then
+    records[i] = inline_records[i]
+  end
+end
 local from = redis.call('HMGET', origins, unpack(ids))
 -- With ghosts, an id in the list may be in flight (hidden again): skip it.
 local held = (tonumber(settings[2]) or 0) > 0 and redis.call('ZMSCORE', inflight, unpack(ids)) or {}
@@ -173,7 +183,7 @@ for i = 1, #ids do
     ghosts = ghosts + 1
   elseif dest == '' or dest == queue_name then
     seen[id] = true
-    kept[#kept + 1] = id
+    kept[#kept + 1] = entries[i]
     if dest == '' then
       unsourced = unsourced + 1
     end

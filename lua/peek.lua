@@ -57,6 +57,9 @@ local delay_ms = tonumber(settings[2]) or 0
 
 local ids = {}
 local scores = {}
+-- Records and states found in the entries themselves (layout 2), by id.
+local inline_records = {}
+local member_states = {}
 local last = offset + limit - 1
 if which == 'visible' and is_fifo then
   local members = redis.call('ZRANGE', ordered, offset, last)
@@ -69,6 +72,13 @@ if which == 'visible' and is_fifo then
   end
 elseif which == 'visible' then
   local listed = redis.call('LRANGE', visible, offset, last)
+  for i = 1, #listed do
+    local id, record = split_entry(listed[i])
+    listed[i] = id
+    if record then
+      inline_records[id] = record
+    end
+  end
   -- An id in the list whose message is in flight again (hidden by
   -- change_visibility after its timeout ran out) is a ghost; so is a repeat.
   local held = #listed > 0 and redis.call('ZMSCORE', inflight, unpack(listed)) or {}
@@ -87,7 +97,11 @@ else
   end
   local flat = redis.call('ZRANGE', zset, offset, last, 'WITHSCORES')
   for i = 2, #flat, 2 do
-    ids[#ids + 1] = flat[i - 1]
+    local id, token, received_ms = split_member(flat[i - 1])
+    if token then
+      member_states[id] = format_state(token, 1, received_ms, received_ms)
+    end
+    ids[#ids + 1] = id
     if is_fifo and which == 'delayed' then
       scores[#scores + 1] = tonumber(flat[i]) + delay_ms
     else
@@ -104,11 +118,12 @@ local records = redis.call('HMGET', messages, unpack(ids))
 local states = redis.call('HMGET', state, unpack(ids))
 local from = redis.call('HMGET', origins, unpack(ids))
 for i = 1, #ids do
-  if records[i] then
+  local record = records[i] or inline_records[ids[i]]
+  if record then
     reply[#reply + 1] = ids[i]
     reply[#reply + 1] = scores[i]
-    reply[#reply + 1] = records[i]
-    reply[#reply + 1] = states[i] or ''
+    reply[#reply + 1] = record
+    reply[#reply + 1] = states[i] or member_states[ids[i]] or ''
     reply[#reply + 1] = from[i] or ''
   end
 end

@@ -1,7 +1,7 @@
 -- purge: delete every message of a queue; settings and counters stay.
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] visible (list): ids of visible messages
+-- KEYS[2] visible (list): visible messages, ids or "<id>|<record>"
 -- KEYS[3] inflight (zset): ids in flight, scored by visibility expiry (ms)
 -- KEYS[4] delayed (zset): ids of delayed messages, scored by due time (ms)
 -- KEYS[5] messages (hash): id -> record
@@ -47,7 +47,7 @@ local interval_ms = int_arg(ARGV[2], 0, 86400000)
 if interval_ms == nil then
   return fail(E_BAD_ARGUMENT, 'bad interval_ms')
 end
-local last = redis.call('HMGET', meta, 'vis_ms', 'purged_ms', 'layout')
+local last = redis.call('HMGET', meta, 'vis_ms', 'purged_ms', 'layout', 'ghosts', 'fifo')
 if last[1] == false then
   return fail(E_QUEUE_MISSING)
 end
@@ -59,6 +59,11 @@ if interval_ms > 0 and since < interval_ms then
   return fail(E_PURGE_IN_PROGRESS, since)
 end
 local purged = redis.call('HLEN', messages)
+if takes_inline(last[3]) and last[5] ~= '1' then
+  -- Messages never received are in the list only: count every message by where it is.
+  purged = redis.call('LLEN', visible) - (tonumber(last[4]) or 0) + redis.call('ZCARD', inflight)
+    + redis.call('ZCARD', delayed)
+end
 redis.call('UNLINK', visible, inflight, delayed, messages, state, origins, fifo, ordered, groups,
   ready, waiting, attempts, attempts_at, dedup, dedup_at)
 redis.call('HSET', meta, 'ghosts', 0, 'purged_ms', now)

@@ -1,12 +1,15 @@
 -- receive: hand out up to 10 visible messages, each under a new receipt.
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] visible (list): ids of visible messages (received from the head;
---         LPOP with a count is O(count), RPOP with a count is O(length) before Redis 7)
--- KEYS[3] inflight (zset): ids in flight, scored by visibility expiry (ms)
+-- KEYS[2] visible (list): visible messages, ids or "<id>|<record>" (received from
+--         the head; LPOP with a count is O(count), RPOP with a count is O(length) before Redis 7)
+-- KEYS[3] inflight (zset): in flight, scored by visibility expiry (ms): ids, or on a first
+--         receive in layout 2 "<id>:<token>.<receive ms in base 36>"
 -- KEYS[4] delayed (zset): ids of delayed messages, scored by due time (ms)
--- KEYS[5] messages (hash): id -> record "<sent_ms>|<payload>"
--- KEYS[6] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>"
+-- KEYS[5] messages (hash): id -> record "<sent_ms>|<payload>" (a message received
+--         moves its inline record here)
+-- KEYS[6] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>" (messages
+--         received before, and layout 1)
 -- KEYS[7] stats (hash): counters
 -- KEYS[8] events (stream): lifecycle events
 -- KEYS[9] outbox (hash): id -> message leaving for the dead-letter queue
@@ -24,13 +27,15 @@
 -- at most SKIP_MAX popped ids (deleted, past retention, or dead-lettered):
 -- bounded work whatever the backlog.
 --
--- Returns {OK, next_due_ms, recover, wait_ms, moved_n, [id, outbox_entry] * moved_n,
+-- Returns {OK, next_due_ms, recover, wait_ms, moved_n, first_suffix, [id, outbox_entry] * moved_n,
 --          [id, record, receive_count, first_receive_ms] * received}
 --   next_due_ms: when nothing was received, ms until the next in-flight
 --     expiry or delay falls due (-1: none), 0 when the skip budget ran out
 --     with ids left to look at (call again at once); else -1
 --   recover: 1 when an outbox entry has waited longer than STALE_MOVE_MS
 --   wait_ms: the queue's ReceiveMessageWaitTimeSeconds, in ms
+--   first_suffix: what the receipt token of a message received for the first
+--     time (receive_count 1) ends with: ".<receive ms in base 36>" in layout 2, else ''
 -- or {E_OVER_LIMIT, next_due_ms, wait_ms} | {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -80,6 +85,7 @@ local wait_ms = tonumber(settings[7]) or 0
 -- With ghosts in the list, an id may be there while its message is in flight
 -- (hidden again by change_visibility): look each popped id up in flight.
 local check_inflight = (tonumber(settings[8]) or 0) > 0
+local inline = takes_inline(settings[9])
 
 local function next_due(include_delayed)
   local delay_due = nil
@@ -107,24 +113,53 @@ local evented = events_max > 0
 local now_text = tostring(now)
 local expiry_text = tostring(now + visibility_ms)
 local received_n = 0
--- The reply's 5-entry header comes first (filled in at the end); received messages follow it.
-local received = {OK, -1, 0, wait_ms, 0}
+-- A first receive's state goes in its in-flight member, in layout 2.
+local first_suffix = inline and '.' .. base36(now) or ''
+local first_token = token .. first_suffix
+-- The reply's 6-entry header comes first (filled in at the end); received messages follow it.
+local received = {OK, -1, 0, wait_ms, 0, first_suffix}
 local moved = {}
 local new_states = {}
 local new_inflight = {}
+local new_records = {}
 local ghosts, dropped, redelivered = 0, 0, 0
 local taken = {}
 while want > 0 and skips > 0 do
-  local ids = redis.call('LPOP', visible, want)
-  if not ids then
+  local entries = redis.call('LPOP', visible, want)
+  if not entries then
     break
   end
-  local records = redis.call('HMGET', messages, unpack(ids))
-  local states = redis.call('HMGET', state, unpack(ids))
+  -- Inline records need no lookup; the ids' records and states are read in one call each.
+  local ids, records, states, stored = {}, {}, {}, {}
+  for i = 1, #entries do
+    local entry = entries[i]
+    local bar = find(entry, '|', 1, true)
+    if bar then
+      ids[i], records[i] = sub(entry, 1, bar - 1), sub(entry, bar + 1)
+    else
+      ids[i], records[i] = entry, false
+      stored[#stored + 1] = entry
+    end
+  end
+  if #stored == #entries then
+    records = redis.call('HMGET', messages, unpack(ids))
+    states = redis.call('HMGET', state, unpack(ids))
+  elseif #stored > 0 then
+    local found = redis.call('HMGET', messages, unpack(stored))
+    local found_states = redis.call('HMGET', state, unpack(stored))
+    local j = 0
+    for i = 1, #entries do
+      if not records[i] then
+        j = j + 1
+        records[i], states[i] = found[j], found_states[j]
+      end
+    end
+  end
   local held = check_inflight and redis.call('ZMSCORE', inflight, unpack(ids))
   for i = 1, #ids do
     local id = ids[i]
     local record = records[i]
+    local is_inline = #stored < #entries and find(entries[i], '|', 1, true) ~= nil
     local receive_count, first_ms, first_text = 0, 0, nil
     if states[i] then
       local count
@@ -139,9 +174,11 @@ while want > 0 and skips > 0 do
       ghosts = ghosts + 1
       skips = skips - 1
     elseif now - tonumber(sub(record, 1, find(record, '|', 1, true) - 1)) >= retention_ms then
-      redis.call('HDEL', messages, id)
-      redis.call('HDEL', state, id)
-      redis.call('HDEL', origins, id)
+      if not is_inline then
+        redis.call('HDEL', messages, id)
+        redis.call('HDEL', state, id)
+        redis.call('HDEL', origins, id)
+      end
       dropped = dropped + 1
       skips = skips - 1
       if evented then
@@ -164,16 +201,29 @@ while want > 0 and skips > 0 do
       if first_ms == 0 then
         first_ms, first_text = now, now_text
       end
-      -- This message's slots in the three tables, by count rather than by the # operator.
       local at = 2 * received_n
-      new_states[at + 1] = id
-      -- The state format_state writes: "<token>|<receive_count>|<first_ms>|<receive_ms>".
-      -- A number formatted in Lua costs a sprintf: the first receive's count is a constant.
-      new_states[at + 2] = token .. (receive_count == 1 and '|1|' or '|' .. tostring(receive_count) .. '|')
-        .. first_text .. '|' .. now_text
       new_inflight[at + 1] = expiry_text
-      new_inflight[at + 2] = id
-      at = 5 + 4 * received_n
+      if receive_count == 1 and inline then
+        -- The state goes in the member; the record leaves the list for `messages`.
+        new_inflight[at + 2] = id .. ':' .. first_token
+        if is_inline then
+          new_records[#new_records + 1] = id
+          new_records[#new_records + 1] = record
+        end
+      else
+        new_inflight[at + 2] = id
+        if is_inline then
+          -- Not a first receive, or not layout 2: not a form these scripts write.
+          new_records[#new_records + 1] = id
+          new_records[#new_records + 1] = record
+        end
+        -- The state format_state writes: "<token>|<receive_count>|<first_ms>|<receive_ms>".
+        -- A number formatted in Lua costs a sprintf: the first receive's count is a constant.
+        new_states[#new_states + 1] = id
+        new_states[#new_states + 1] = token .. (receive_count == 1 and '|1|' or '|' .. tostring(receive_count) .. '|')
+          .. first_text .. '|' .. now_text
+      end
+      at = 6 + 4 * received_n
       received[at + 1] = id
       received[at + 2] = record
       received[at + 3] = receive_count
@@ -191,7 +241,12 @@ while want > 0 and skips > 0 do
 end
 
 if received_n > 0 then
-  redis.call('HSET', state, unpack(new_states))
+  if #new_records > 0 then
+    redis.call('HSET', messages, unpack(new_records))
+  end
+  if #new_states > 0 then
+    redis.call('HSET', state, unpack(new_states))
+  end
   redis.call('ZADD', inflight, unpack(new_inflight))
 end
 count_receive(stats, received_n, redelivered, dropped, #moved / 2)
@@ -213,14 +268,14 @@ if #moved == 0 then
 end
 -- Dead letters go between the header and the received messages.
 local reply = {}
-for i = 1, 5 do
+for i = 1, 6 do
   reply[i] = received[i]
 end
 for i = 1, #moved do
-  reply[5 + i] = moved[i]
+  reply[6 + i] = moved[i]
 end
 local n = #moved
-for i = 6, #received do
+for i = 7, #received do
   reply[n + i] = received[i]
 end
 return reply

@@ -3,9 +3,11 @@
 -- for standard queues: idempotent producers such as the Spark sink).
 --
 -- KEYS[1] meta (hash): the queue's settings and bookkeeping
--- KEYS[2] visible (list): ids of visible messages (sends join the tail)
+-- KEYS[2] visible (list): visible messages (sends join the tail): in layout 2
+--         "<id>|<record>", the record inline; in layout 1 ids
 -- KEYS[3] delayed (zset): ids of delayed messages, scored by due time (ms)
--- KEYS[4] messages (hash): id -> record "<sent_ms>|<payload>"
+-- KEYS[4] messages (hash): id -> record "<sent_ms>|<payload>" (delayed messages;
+--         in layout 1 every message)
 -- KEYS[5] stats (hash): counters
 -- KEYS[6] events (stream): lifecycle events
 -- KEYS[7] dedup (hash): deduplication id -> id of the message it let in
@@ -46,6 +48,7 @@ end
 local queue_delay = tonumber(settings[1])
 local max_size = tonumber(settings[2])
 local events_max = tonumber(settings[3]) or 0
+local inline = takes_inline(settings[4])
 
 -- Validate every entry before the first write (inline: this loop runs once a message).
 local delays = {}
@@ -83,10 +86,15 @@ if not (deduplicating or too_long or evented) then
     local base = 5 * i - 1
     local id = ARGV[base]
     reply[2 * i], reply[2 * i + 1] = OK, id
-    records[2 * i - 1], records[2 * i] = id, stamp .. ARGV[base + 3]
     if delays[i] > 0 then
+      records[#records + 1] = id
+      records[#records + 1] = stamp .. ARGV[base + 3]
       redis.call('ZADD', delayed, now + delays[i], id)
+    elseif inline then
+      now_visible[#now_visible + 1] = id .. '|' .. stamp .. ARGV[base + 3]
     else
+      records[#records + 1] = id
+      records[#records + 1] = stamp .. ARGV[base + 3]
       now_visible[#now_visible + 1] = id
     end
   end
@@ -116,11 +124,15 @@ else
       end
       reply[#reply + 1] = OK
       reply[#reply + 1] = id
-      records[#records + 1] = id
-      records[#records + 1] = stamp .. ARGV[base + 3]
       if delays[i] > 0 then
+        records[#records + 1] = id
+        records[#records + 1] = stamp .. ARGV[base + 3]
         redis.call('ZADD', delayed, now + delays[i], id)
+      elseif inline then
+        now_visible[#now_visible + 1] = id .. '|' .. stamp .. ARGV[base + 3]
       else
+        records[#records + 1] = id
+        records[#records + 1] = stamp .. ARGV[base + 3]
         now_visible[#now_visible + 1] = id
       end
       sent = sent + 1
@@ -131,8 +143,10 @@ else
   end
 end
 
-if sent > 0 then
+if #records > 0 then
   redis.call('HSET', messages, unpack(records))
+end
+if sent > 0 then
   redis.call('HINCRBY', stats, 'sent', sent)
 end
 if duplicates > 0 then

@@ -5,11 +5,14 @@
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): unused, kept for uniformity
 -- ARGV[2] dry_run ('1': report only, change nothing; '': upgrade)
 --
--- Layout 1 is the one 0.2.0 writes, which records no layout field: such a
--- queue is stamped 1, which changes no data. A later layout converts the
--- queue's data here, a bounded number of entries a call, and answers
--- done = 0 until it is through (every script of that version reads both
--- layouts meanwhile, so a queue stays in use while it moves).
+-- Layout 1 is the one 0.2.0 writes, which records no layout field. Layout 2
+-- only adds forms to layout 1's (inline records of messages never received,
+-- first receives' state in their in-flight member: see includes/common.lua),
+-- and its scripts read both, so moving a queue from 1 to 2 converts no data:
+-- it stamps the layout, after which scripts write the new forms, and the old
+-- entries leave as their messages are received and deleted. A later layout
+-- that converts data does it here, a bounded number of entries a call,
+-- answering done = 0 until it is through.
 --
 -- Returns {OK, stored ('' when the queue records none), layout after, done (0|1)}
 -- or {E_QUEUE_MISSING | E_LAYOUT, detail}.
@@ -24,11 +27,11 @@ local layout = stored[2]
 if newer_layout(layout) then
   return fail(E_LAYOUT, layout)
 end
-if layout == false then
-  if dry_run then
-    return {OK, '', 1, 0}
-  end
-  redis.call('HSET', meta, 'layout', LAYOUT)
-  return {OK, '', LAYOUT, 1}
+if (tonumber(layout) or 0) == LAYOUT then
+  return {OK, layout, LAYOUT, 1}
 end
-return {OK, layout, LAYOUT, 1}
+if dry_run then
+  return {OK, layout or '', LAYOUT, 0}
+end
+redis.call('HSET', meta, 'layout', LAYOUT)
+return {OK, layout or '', LAYOUT, 1}

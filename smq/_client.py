@@ -34,6 +34,7 @@ from ._config import (
 )
 from ._declared import QueueChange
 from ._errors import (
+    LAYOUT,
     BackendError,
     InvalidParameter,
     OutcomeUnknown,
@@ -206,6 +207,9 @@ class Client:
         fifo = config.fifo_queue
         keys = QueueKeys.of(name)
         pairs: list[Any] = [item for field_value in config.to_meta().items() for item in field_value]
+        layout = self.settings.new_queue_layout()
+        if layout != LAYOUT:
+            pairs += ["layout", layout]
         if fifo:
             # The scope deduplication keeps, whatever DeduplicationScope later says (as SQS).
             pairs += ["dedup_by", config.deduplication_scope]

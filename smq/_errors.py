@@ -48,7 +48,7 @@ import enum
 
 from ._version import __version__
 
-LAYOUT = 1
+LAYOUT = 2
 """The newest data layout this version reads and writes (``LAYOUT`` in lua/includes/common.lua)."""
 
 

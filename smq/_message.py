@@ -38,10 +38,13 @@ _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?")
 # A receipt names the queue (or, of a sharded queue, the shard: its name has
 # at most 10 characters more) that issued it.
 _ISSUER = rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED + 10}}}"
-_RECEIPT = re.compile(rf"({_ISSUER}):([A-Za-z0-9-]{{1,64}}):([A-Za-z0-9_-]{{16,64}})")
+# A token is a receive's secret, and on a first receive in data layout 2 "." and the receive time
+# in base 36 (the in-flight entry holds both: see docs/concepts/redis-layout.md).
+_TOKEN_TEXT = r"[A-Za-z0-9_-]{16,64}(?:\.[0-9a-z]{1,12})?"
+_RECEIPT = re.compile(rf"({_ISSUER}):([A-Za-z0-9-]{{1,64}}):({_TOKEN_TEXT})")
 # What follows "<queue>:" in a receipt. Neither part holds a ":", so a receipt that starts with
 # "<queue>:" and goes on so is one _RECEIPT matches naming that queue (if the name is an issuer's).
-_RECEIPT_TAIL = re.compile(r"([A-Za-z0-9-]{1,64}):([A-Za-z0-9_-]{16,64})")
+_RECEIPT_TAIL = re.compile(rf"([A-Za-z0-9-]{{1,64}}):({_TOKEN_TEXT})")
 _ISSUER_NAME = re.compile(_ISSUER)
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
 # A Number attribute's text: ASCII digits, sign, point and exponent, nothing
@@ -501,14 +504,16 @@ new_send_result = _maker(SendResult)
 
 
 def received(
-    home: str, issuer: str, token: str, reply: Sequence[Any], start: int, stride: int
+    home: str, issuer: str, token: str, reply: Sequence[Any], start: int, stride: int, first_suffix: str = ""
 ) -> list[Message]:
     """The messages of a receive script's reply, from ``start`` on.
 
     Each takes ``stride`` values: stored id, record, receive count, first receive (ms), and on a
     FIFO queue (stride 5) the sequence number. ``issuer`` is the queue (or shard) whose receipts
-    end in ``token``; ``home`` the queue the messages show.
+    end in ``token``, and those of first receives (count 1) in ``token + first_suffix``;
+    ``home`` the queue the messages show.
     """
+    first_token = token + first_suffix
     stored_ids = reply[start::stride]
     shown = shown_ids(stored_ids)
     # Receipts that parse_receipt would take go to _ISSUED: of this version's stored ids, a
@@ -531,9 +536,10 @@ def received(
         strict=True,
     ):
         stored_id = stored.decode()
-        receipt = f"{issuer}:{stored_id}:{token}"
+        secret = first_token if count == 1 else token
+        receipt = f"{issuer}:{stored_id}:{secret}"
         if issued is not None:
-            issued[receipt] = (issuer, stored_id, token)
+            issued[receipt] = (issuer, stored_id, secret)
         sent, _, payload = record.partition(b"|")
         if payload[:2] == b"0:":  # no header, no attributes (decode_record would find the same)
             message = make(

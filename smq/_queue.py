@@ -423,15 +423,17 @@ class Queue:
             # SQS answers a FIFO queue at its limit with no messages, not an error.
             return [], int(reply[1]), int(reply[2]), not self.fifo
         next_due_ms, recover, wait_ms, moved_n = reply[1], reply[2], reply[3], reply[4]
-        position = 5
-        stride = 4
+        position, stride, first_suffix = 6, 4, ""
         if self.fifo:
             token = reply[5].decode()  # an earlier receive's, on a repeated attempt
-            position, stride = 6, 5
+            stride = 5
+        elif reply[5]:
+            first_suffix = reply[5].decode()
         if moved_n or recover:
             yield Blocking(self._after_receive_moves, reply[position : position + 2 * moved_n], recover)
             position += 2 * moved_n
-        return received(self._home, self.name, token, reply, position, stride), next_due_ms, wait_ms, False
+        messages = received(self._home, self.name, token, reply, position, stride, first_suffix)
+        return messages, next_due_ms, wait_ms, False
 
     def _after_receive_moves(self, moved: list[Any], recover: int) -> None:
         """Finish the moves (dead letters) a receive began, and recover a round of old ones."""

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ._errors import LAYOUT
+
 #: The folder ``smq serve`` and the other commands keep their embedded server in.
 DEFAULT_DATA_DIR = ".smq"
 
@@ -63,6 +65,12 @@ class Settings:
             or later (Valkey too); False: plain Pub/Sub, which a cluster sends
             to every node (all clients of a cluster must agree; see the
             operations guide); True: refuse older servers.
+        layout: The data layout of the queues this client creates: None, the
+            default, is ``$SMQ_LAYOUT`` if set, else the newest this version
+            knows (``smq.LAYOUT``). Set 1 while clients of 0.2.0, which read
+            only layout 1 and do not check, share the Redis (see "Rolling
+            upgrades" in the operations guide); queues keep their layout
+            until ``smq upgrade`` moves them.
 
     When ``url`` comes from ``$SMQ_REDIS_URL``, the TLS files left None come
     from ``$SMQ_REDIS_TLS_CA``, ``$SMQ_REDIS_TLS_CERT`` and ``$SMQ_REDIS_TLS_KEY``.
@@ -82,6 +90,7 @@ class Settings:
     wait_timeout: float = 1.0
     wait_aof: bool = False
     sharded_pubsub: bool | None = None
+    layout: int | None = None
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -98,6 +107,21 @@ class Settings:
             raise ValueError(
                 f"wait_timeout ({timeout:g} s) must be less than socket_timeout ({self.socket_timeout:g} s)"
             )
+
+        layout = self.layout
+        if layout is not None and (isinstance(layout, bool) or layout not in range(1, LAYOUT + 1)):
+            raise ValueError(f"layout must be 1 to {LAYOUT} (or None: the newest), not {layout!r}")
+
+    def new_queue_layout(self) -> int:
+        """The layout of the queues this client creates (see ``layout``): reads the environment."""
+        if self.layout is not None:
+            return self.layout
+        text = os.environ.get("SMQ_LAYOUT", "").strip()
+        if not text:
+            return LAYOUT
+        if text not in {str(n) for n in range(1, LAYOUT + 1)}:
+            raise ValueError(f"SMQ_LAYOUT must be 1 to {LAYOUT}, not {text!r}")
+        return int(text)
 
     @property
     def uses_tls_files(self) -> bool:

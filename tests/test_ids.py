@@ -65,7 +65,8 @@ def test_redis_keeps_the_stored_id_and_every_view_shows_the_uuid(client: smq.Cli
     queue = client.create_queue("ids", event_stream_max_len=100)
     sent = queue.send("a")
     assert UUID4.fullmatch(sent.message_id)
-    (kept,) = raw(client).lrange(queue.keys.visible, 0, -1)
+    (entry,) = raw(client).lrange(queue.keys.visible, 0, -1)
+    kept = entry.partition(b"|")[0]  # a message never received keeps its record inline
     assert len(kept) == 20 and message_id(kept.decode()) == sent.message_id
     assert [p.message_id for p in queue.peek()] == [sent.message_id]
 

@@ -2,8 +2,10 @@
 
 tests/fixtures holds the wheel of smq-redis 0.2.0 (the last version that records no data layout),
 built from its release commit; the old client runs from it in a subprocess, this version in the
-test. Each hands messages, receipts and dead letters to the other; `smq upgrade` runs in between,
-and the old client keeps working on the upgraded queues (layout 1 is 0.2.0's).
+test, with new queues pinned to layout 1 (``SMQ_LAYOUT=1``) as docs/operations.md "Rolling upgrades"
+says for as long as 0.2.0 clients remain: 0.2.0 reads layout 1 only and checks no layout. Each hands
+messages, receipts and dead letters to the other; then the 0.2.0 clients leave, `smq upgrade` moves
+the queues to layout 2, and what the pinned fleet left (messages, receipts) works on.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class OldClient:
 
 
 @pytest.fixture
-def old(redis_client: smq.Client, redis_server: EmbeddedRedis) -> OldClient:
+def old(redis_client: smq.Client, redis_server: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch) -> OldClient:
+    monkeypatch.setenv("SMQ_LAYOUT", "1")  # the rolling upgrade's first step, for this version's clients
     return OldClient(redis_server.url)
 
 
@@ -159,17 +162,54 @@ def test_fifo_groups_keep_their_order_across_versions(old: OldClient, redis_clie
     assert [m.body for m in queue.receive(10)] == ["d"]
 
 
-def test_the_old_client_keeps_working_on_queues_the_upgrade_stamped(
+def test_while_pinned_new_queues_are_in_layout_1_and_the_old_client_uses_them(
     old: OldClient, redis_client: smq.Client
 ) -> None:
-    old.run("client.create_queue('stamped').send('before')")
-    (change,) = [u for u in redis_client.upgrade() if u.queue == "stamped"]
-    assert (change.before, change.after, change.recorded) == (1, LAYOUT, False)
+    redis_client.create_queue("pinned").send("from new")
+    assert raw(redis_client).hget(QueueKeys.of("pinned").meta, "layout") == b"1"
     got = old.run(
         """
-        queue = client.get_queue("stamped")
-        queue.send("after")
+        queue = client.get_queue("pinned")
+        queue.send("from old")
         result = sorted(m.body for m in queue.receive(10))
         """
     )
-    assert got == ["after", "before"]
+    assert got == ["from new", "from old"]
+
+
+def test_after_the_old_clients_leave_the_upgrade_moves_queues_and_their_receipts_still_act(
+    old: OldClient, redis_client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old.run("client.create_queue('stamped').send_batch([smq.SendEntry(str(n), f'old {n}') for n in range(4)])")
+    queue = redis_client.get_queue("stamped")
+    held = queue.receive(3, visibility_timeout=30)  # layout 1 receipts, state in `state`
+    assert len(held) == 3
+    (change,) = [u for u in redis_client.upgrade() if u.queue == "stamped"]
+    assert (change.before, change.after, change.recorded) == (1, LAYOUT, False)
+    monkeypatch.delenv("SMQ_LAYOUT")  # the last step: new queues in the newest layout
+    queue.send("new")
+    # Receipts from before the upgrade act on it: a delete, a change, a timeout ended.
+    assert queue.delete(held[0].receipt_handle) is True
+    queue.change_visibility(held[1].receipt_handle, 60)
+    queue.change_visibility(held[2].receipt_handle, 0)
+    got = {m.body: m for m in queue.receive(10)}
+    assert sorted(got) == sorted(["new", "old 3", held[2].body])
+    assert got[held[2].body].receive_count == 2 and got["new"].receive_count == 1
+    for message in got.values():
+        assert queue.delete(message.receipt_handle) is True
+    info = queue.attributes()
+    assert (info.visible, info.in_flight) == (0, 1)  # held[1], hidden for 60 s
+    assert queue.delete(held[1].receipt_handle) is True
+    assert redis_client.create_queue("fresh").name == "fresh"
+    assert raw(redis_client).hget(QueueKeys.of("fresh").meta, "layout") == str(LAYOUT).encode()
+
+
+def test_a_layout_outside_this_versions_range_is_refused(
+    redis_client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SMQ_LAYOUT", str(LAYOUT + 1))
+    with pytest.raises(ValueError, match="SMQ_LAYOUT must be 1 to"):
+        redis_client.create_queue("never")
+    with pytest.raises(ValueError, match="layout must be 1 to"):
+        smq.Settings(layout=0)
+    assert redis_client.list_queues() == []

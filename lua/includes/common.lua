@@ -42,7 +42,65 @@ end
 -- 'layout' names the one its data is in (absent: 1, the layout of 0.2.0, which
 -- wrote no field); `smq upgrade` moves queues forward. A script refuses a queue
 -- in a newer layout, whole and before any write, rather than misread it.
-local LAYOUT = 1
+--
+-- Layout 2 adds two forms to layout 1's, and these scripts read every form:
+-- * a `visible` entry "<id>|<record>" is a message never received, its record
+--   inline, with no `messages` entry until its first receive moves it there;
+-- * an `inflight` member "<id>:<token>.<receive ms in base 36>" is a message on
+--   its first receive, its state in the member, with no `state` entry. The
+--   receipt's token is "<token>.<receive ms in base 36>": a delete or a change
+--   finds the member from the receipt alone.
+-- Every other entry and member is an id, as in layout 1. Scripts write the new
+-- forms only to queues in layout 2, so that 0.2.0 clients keep reading a queue
+-- until `smq upgrade` moves it.
+local LAYOUT = 2
+
+local function newer_layout(stored)
+  return stored ~= nil and stored ~= false and (tonumber(stored) or LAYOUT + 1) > LAYOUT
+end
+
+-- Whether a queue's stored layout takes layout 2's forms.
+local function takes_inline(stored)
+  return (tonumber(stored) or 1) >= 2
+end
+
+-- (id, record) of a `visible` entry; record nil when it is in `messages`.
+local function split_entry(entry)
+  local bar = string.find(entry, '|', 1, true)
+  if bar then
+    return string.sub(entry, 1, bar - 1), string.sub(entry, bar + 1)
+  end
+  return entry, nil
+end
+
+-- (id, token, receive_ms) of an `inflight` member; token and receive_ms nil
+-- when its state is in `state`.
+local function split_member(member)
+  local colon = string.find(member, ':', 1, true)
+  if not colon then
+    return member, nil, nil
+  end
+  local token = string.sub(member, colon + 1)
+  local dot = string.find(token, '.', 1, true)
+  return string.sub(member, 1, colon - 1), token, tonumber(string.sub(token, (dot or #token) + 1), 36) or 0
+end
+
+-- Whether a receipt's token names an `inflight` member (a first receive in layout 2).
+local function token_in_member(token)
+  return string.find(token, '.', 1, true) ~= nil
+end
+
+-- A whole number in base 36 (a receipt's receive time: 8 digits, not 13).
+local function base36(n)
+  local digits = '0123456789abcdefghijklmnopqrstuvwxyz'
+  local out = ''
+  repeat
+    local d = n % 36
+    out = string.sub(digits, d + 1, d + 1) .. out
+    n = (n - d) / 36
+  until n == 0
+  return out
+end
 
 local function newer_layout(stored)
   return stored ~= nil and stored ~= false and (tonumber(stored) or LAYOUT + 1) > LAYOUT
@@ -180,13 +238,26 @@ local function reclaim_visible(visible, inflight, delayed, state, stats, events,
   local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, max)
   if #expired > 0 then
     redis.call('ZREM', inflight, unpack(expired))
-    redis.call('LPUSH', visible, unpack(expired))
+    local ids, carried = {}, {}
+    for i = 1, #expired do
+      local id, token, received = split_member(expired[i])
+      ids[i] = id
+      if token then
+        -- The state leaves the member for `state`, as a message received before keeps it.
+        carried[#carried + 1] = id
+        carried[#carried + 1] = format_state(token, 1, received, received)
+      end
+    end
+    if #carried > 0 then
+      redis.call('HSET', state, unpack(carried))
+    end
+    redis.call('LPUSH', visible, unpack(ids))
     redis.call('HINCRBY', stats, 'visibility_expired', #expired)
     if events_max > 0 then
-      local expired_states = redis.call('HMGET', state, unpack(expired))
-      for i = 1, #expired do
+      local expired_states = redis.call('HMGET', state, unpack(ids))
+      for i = 1, #ids do
         local _, receive_count = parse_state(expired_states[i] or '|0|0|0')
-        emit(events, events_max, now, 'visibility_expired', expired[i], receive_count)
+        emit(events, events_max, now, 'visibility_expired', ids[i], receive_count)
       end
     end
   end
