@@ -23,10 +23,14 @@ scripts, not the disk):
   hash: no ``HMGET``, ``HSET`` or ``HDEL`` of states). Per send and per pair: time
   in ``EVALSHA``, and of it inside the commands the scripts call; the rest is Lua,
   and turning arguments and replies between Lua and Redis.
-- ``memory``: the in-flight bookkeeping of ``--memory-n`` messages (the
-  ``inflight`` entry and the ``state`` entry, the layout smq uses) against the
-  state kept in the in-flight entry's member, a layout smq does not use, from
-  ``INFO memory``.
+- ``memory``: bytes per message beyond a 100-byte body, from ``INFO memory``, of
+  ``--memory-n`` messages stored with plain commands in the shapes of each data
+  layout, visible and in flight: layout 1 (ids in the list, records in
+  ``messages``, state in ``state``), layout 2 (records inline in the list until
+  the first receive, that receive's state in its in-flight member), and the
+  floor of any layout with a list of the visible, a sorted set of the in
+  flight scored by expiry and the records of messages in flight found by id:
+  the in-flight member a bare id and no receive state at all.
 
 Medians of ``--repeat`` rounds, the variants alternating within each round.
 
@@ -293,30 +297,63 @@ def drain(admin: redis.Redis, client: smq.Client, variant: Variant, count: int) 
     }
 
 
-def in_flight_memory(admin: redis.Redis, count: int) -> dict[str, float]:
-    """Bytes per in-flight message of the state hash + in-flight set, against the state in the member."""
+def layout_memory(admin: redis.Redis, count: int) -> dict[str, float]:
+    """Bytes per message beyond a 100-byte body, visible and in flight, in each layout's shapes."""
     ids = [base64.urlsafe_b64encode(os.urandom(15)).decode().replace("_", "-") for _ in range(count)]
     token = secrets.token_urlsafe(12)
     now = int(time.time() * 1000)
+    record = f"{now}|0:".encode() + b"x" * 100
+    suffix = "." + base36(now)
     state = f"{token}|1|{now}|{now}"
-    layouts = ("inflight + state (smq)", "state in the member")
+
+    def layout_1(pipe: Any, id_: str, in_flight: bool) -> None:
+        pipe.hset("bench-messages", id_, record)
+        if in_flight:
+            pipe.zadd("bench-inflight", {id_: now})
+            pipe.hset("bench-state", id_, state)
+        else:
+            pipe.rpush("bench-visible", id_)
+
+    def layout_2(pipe: Any, id_: str, in_flight: bool) -> None:
+        if in_flight:
+            pipe.hset("bench-messages", id_, record)
+            pipe.zadd("bench-inflight", {f"{id_}:{token}{suffix}": now})
+        else:
+            pipe.rpush("bench-visible", id_.encode() + b"|" + record)
+
+    def floor(pipe: Any, id_: str, in_flight: bool) -> None:
+        if in_flight:
+            pipe.hset("bench-messages", id_, record)
+            pipe.zadd("bench-inflight", {id_: now})
+        else:
+            pipe.rpush("bench-visible", id_.encode() + b"|" + record)
+
     result = {}
-    for name in layouts:
-        admin.delete("bench-inflight", "bench-state")
-        before = int(admin.info("memory")["used_memory"])
-        pipe = admin.pipeline(transaction=False)
-        for i, id_ in enumerate(ids):
-            if name == layouts[0]:
-                pipe.zadd("bench-inflight", {id_: now + i})
-                pipe.hset("bench-state", id_, state)
-            else:
-                pipe.zadd("bench-inflight", {f"{id_}|{state}": now + i})
-            if i % 1000 == 999:
-                pipe.execute()
-        pipe.execute()
-        result[name] = (int(admin.info("memory")["used_memory"]) - before) / count
-    admin.delete("bench-inflight", "bench-state")
+    for name, store in (("layout 1", layout_1), ("layout 2", layout_2), ("floor", floor)):
+        for in_flight in (False, True):
+            admin.delete("bench-visible", "bench-inflight", "bench-messages", "bench-state")
+            before = int(admin.info("memory")["used_memory"])
+            pipe = admin.pipeline(transaction=False)
+            for i, id_ in enumerate(ids):
+                store(pipe, id_, in_flight)
+                if i % 1000 == 999:
+                    pipe.execute()
+            pipe.execute()
+            used = (int(admin.info("memory")["used_memory"]) - before) / count - 100
+            result[f"{name}, {'in flight' if in_flight else 'visible'}"] = used
+    admin.delete("bench-visible", "bench-inflight", "bench-messages", "bench-state")
     return result
+
+
+def base36(n: int) -> str:
+    """``n`` in base 36, as the scripts write a receive time."""
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, d = divmod(n, 36)
+        out = digits[d] + out
+        if n == 0:
+            return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,7 +406,7 @@ def run(
             rounds.append(one)
             pairs = ", ".join(f"{name} {one[name]['evalsha']:.1f}" for name in variants)
             print(f"round {n}, µs in EVALSHA a pair: {pairs}")
-        return rounds, in_flight_memory(admin, args.memory_n), version
+        return rounds, layout_memory(admin, args.memory_n), version
     finally:
         client.close()
 
@@ -402,7 +439,7 @@ def report(
         life = (values[0] + values[2]) / 10
         cells = " | ".join(f"{v:.1f}" for v in values)
         print(f"| {name} | {cells} | {life:.2f} | {life / floor:.2f} |")
-    print("\n| in-flight bookkeeping | bytes per message |\n|---|---:|")
+    print("\n| layout, state | bytes per message beyond the body |\n|---|---:|")
     for name, size in memory.items():
         print(f"| {name} | {size:.1f} |")
     sections = {"server": version, "messages": args.messages, "repeat": args.repeat}

@@ -35,4 +35,8 @@ def test_the_script_cost_benchmark_drains_with_both_pairs(
         assert 0 < one[variant]["inside"] < one[variant]["evalsha"]
         assert 0 < one[variant]["send_inside"] < one[variant]["send"]
     assert set(one["prices"]) >= {"nothing", "10 HMGET of 10 fields", "nothing, after receive's helpers"}
-    assert result["memory"]["inflight + state (smq)"] > result["memory"]["state in the member"] > 0
+    memory = result["memory"]
+    # Layout 2 stores a visible message in less than layout 1, and no layout an in-flight one in less
+    # than the floor.
+    assert 0 < memory["layout 2, visible"] < memory["layout 1, visible"]
+    assert memory["layout 1, in flight"] > memory["layout 2, in flight"] > memory["floor, in flight"] > 0

@@ -180,7 +180,12 @@ def test_while_pinned_new_queues_are_in_layout_1_and_the_old_client_uses_them(
 def test_after_the_old_clients_leave_the_upgrade_moves_queues_and_their_receipts_still_act(
     old: OldClient, redis_client: smq.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    old.run("client.create_queue('stamped').send_batch([smq.SendEntry(str(n), f'old {n}') for n in range(4)])")
+    old.run(
+        """
+        entries = [smq.SendEntry(str(n), f"old {n}") for n in range(4)]
+        client.create_queue("stamped").send_batch(entries)
+        """
+    )
     queue = redis_client.get_queue("stamped")
     held = queue.receive(3, visibility_timeout=30)  # layout 1 receipts, state in `state`
     assert len(held) == 3
