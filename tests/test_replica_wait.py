@@ -91,13 +91,15 @@ def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicated]
 def test_an_acknowledged_send_is_on_every_replica_when_the_call_returns(replicated: Replicated) -> None:
     with replicated.client(wait_replicas=2, wait_timeout=5) as client:
         queue = client.create_queue("acked")
-        messages = QueueKeys.of("acked").messages
+        visible = QueueKeys.of("acked").visible
         for n in range(20):
             sent = queue.send(f"m{n}")
             for replica in replicated.replicas:
                 with replica.client() as direct:
-                    # Redis keeps the stored id, of which the message id is the UUID form.
-                    stored = {message_id(field.decode()) for field in direct.hkeys(messages)}
+                    # Redis keeps the stored id, of which the message id is the UUID form; a message
+                    # never received is its entry in the visible list, "<stored id>|<record>".
+                    entries = direct.lrange(visible, 0, -1)
+                    stored = {message_id(entry.partition(b"|")[0].decode()) for entry in entries}
                     assert sent.message_id in stored, f"m{n} missing on a replica"
 
 
