@@ -183,6 +183,7 @@ return {0}
 """
 
 Variant = tuple[str, str, str, tuple[int, int, int]]
+LAYOUT_1 = "smq, queue in layout 1"
 """Send, receive and delete scripts, and where a receive reply's messages are (see ``drain``)."""
 
 # Commands a script may run: their time is inside EVALSHA's.
@@ -367,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     own = sources()
     variants: dict[str, Variant] = {
         "smq": (own["send"].text, own["receive"].text, own["delete"].text, (6, 4, 0)),
+        # The same scripts on a queue in layout 1 (ids in the list, every state in `state`).
+        LAYOUT_1: (own["send"].text, own["receive"].text, own["delete"].text, (6, 4, 0)),
         "minimal": (MINIMAL_SEND, MINIMAL_RECEIVE, MINIMAL_DELETE, (1, 2, 0)),
         "minimal + smq's necessary reads": (
             FLOOR_CALLS_SEND,
@@ -397,18 +400,20 @@ def run(
     info = admin.info("server")
     version = str(info.get("valkey_version") or info["redis_version"])
     client = smq.Client(server.url)
+    pinned = smq.Client(smq.Settings(url=server.url, layout=1))
     rounds: list[dict[str, Any]] = []
     try:
         for n in bench.each_round(args.repeat):
             one: dict[str, Any] = {"prices": price_list(admin, args.calls)}
             for name, variant in variants.items():
-                one[name] = drain(admin, client, variant, args.messages)
+                one[name] = drain(admin, pinned if name == LAYOUT_1 else client, variant, args.messages)
             rounds.append(one)
             pairs = ", ".join(f"{name} {one[name]['evalsha']:.1f}" for name in variants)
             print(f"round {n}, µs in EVALSHA a pair: {pairs}")
         return rounds, layout_memory(admin, args.memory_n), version
     finally:
         client.close()
+        pinned.close()
 
 
 def report(

@@ -36,11 +36,12 @@ SCRIPT_COMMANDS = (
 """The commands the Lua scripts call (a test checks this against lua/)."""
 
 CLIENT_COMMANDS = (
-    "evalsha", "script|load", "info", "ping", "hello", "client|setinfo", "client|setname", "subscribe",
-    "unsubscribe", "exists", "hget", "hmget", "xrange", "zadd", "zrange", "zrangebylex", "zrem", "wait",
-    "role", "hsetnx", "hset", "hgetall", "expire", "del",
+    "evalsha", "script|load", "script|exists", "info", "ping", "hello", "client|setinfo", "client|setname",
+    "subscribe", "unsubscribe", "exists", "hget", "hmget", "xrange", "zadd", "zrange", "zrangebylex", "zrem",
+    "wait", "role", "hsetnx", "hset", "hgetall", "expire", "del",
 )  # fmt: skip
-"""The commands the client sends itself: scripts, the eviction check, the name of ``smq serve``'s
+"""The commands the client sends itself: scripts (and whether smq 0.2.0's are cached, before a
+queue is made or moved to a new data layout), the eviction check, the name of ``smq serve``'s
 event-loop connection, long-poll
 wake-ups, the queue registry and index reads, the event stream, the wait for
 replicas (``Settings.wait_replicas``: WAIT, and ROLE and INFO to count them), the Spark

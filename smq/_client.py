@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -47,6 +48,7 @@ from ._errors import (
 )
 from ._health import RedisHealth, read_health
 from ._keys import REGISTRY, QueueKeys
+from ._legacy import old_consumers_seen
 from ._move_tasks import MoveTask
 from ._moves import recover, redrive
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR
@@ -72,6 +74,8 @@ from ._tags import check_tags
 from ._tls import is_tls_url
 from ._upgrade import QueueUpgrade
 from ._wakeup import Waker
+
+log = logging.getLogger("smq.layout")
 
 _NAME_PART = re.compile(rf"[{NAME_CHARACTERS}]{{1,{MAX_QUALIFIED}}}")
 
@@ -170,6 +174,7 @@ class Client:
         self._waker = Waker(self._make_pubsub)
         self._layouts = Layouts(self)
         self._checked = False
+        self._warned_layout = False
         self._now_ms_override: int | None = None  # tests only: replaces Redis TIME
 
     # -- queues ---------------------------------------------------------------
@@ -207,7 +212,7 @@ class Client:
         fifo = config.fifo_queue
         keys = QueueKeys.of(name)
         pairs: list[Any] = [item for field_value in config.to_meta().items() for item in field_value]
-        layout = self.settings.new_queue_layout()
+        layout = self._new_queue_layout()
         if layout != LAYOUT:
             pairs += ["layout", layout]
         if fifo:
@@ -241,6 +246,33 @@ class Client:
         self._write("listing", name, REGISTRY, "ZADD", REGISTRY, 0, name)
         self._layouts.forget(name)  # what this client read before may predate the queue
         return Queue(self, name)
+
+    def _new_queue_layout(self) -> int:
+        """The layout a new queue starts in: as pinned (``Settings.layout``), else the newest
+        unless 0.2.0 consumers may share this Redis (``smq._legacy``)."""
+        pinned = self.settings.pinned_layout()
+        if pinned is not None:
+            return pinned
+        seen = old_consumers_seen(self)
+        if seen is False:
+            return LAYOUT
+        if not self._warned_layout:
+            self._warned_layout = True
+            why = (
+                "Redis refuses SCRIPT EXISTS (an ACL from smq 0.2.0?), so this client cannot tell "
+                "whether smq 0.2.0 consumers share it"
+                if seen is None
+                else "an smq 0.2.0 client has received messages from this Redis since it started "
+                "(its scripts are in the script cache)"
+            )
+            log.warning(
+                "%s: new queues are made in data layout 1, which 0.2.0 reads. Once no 0.2.0 client "
+                "is left, set SMQ_LAYOUT=%d (or SCRIPT FLUSH) and run smq upgrade; see Rolling upgrades "
+                "in the operations guide",
+                why,
+                LAYOUT,
+            )
+        return 1
 
     @staticmethod
     def _compare(name: str, existing: QueueConfig, config: QueueConfig, settings: Mapping[str, Any]) -> None:
@@ -390,7 +422,7 @@ class Client:
         declaration = _declared.parse(declared) if isinstance(declared, Mapping) else _declared.load(declared)
         return _declared.apply(self, declaration, dry_run=dry_run)
 
-    def upgrade(self, *, dry_run: bool = False) -> list[QueueUpgrade]:
+    def upgrade(self, *, dry_run: bool = False, force: bool = False) -> list[QueueUpgrade]:
         """Move every queue's data to the newest layout this version knows (``smq upgrade``).
 
         Run it once every client of the queues runs this version or a newer
@@ -398,9 +430,12 @@ class Client:
         than a queue's layout refuses the queue (UnsupportedLayout). Queues stay
         in use while they move. Safe to run again, and from several processes.
         With ``dry_run``, nothing changes. Returns one QueueUpgrade per queue
-        (and per shard of a sharded queue), in name order.
+        (and per shard of a sharded queue), in name order. Raises
+        OldClientsPresent, before any change, while smq 0.2.0 consumers may
+        share the Redis (their scripts are in its script cache), unless
+        ``force``.
         """
-        return _upgrade.upgrade(self, dry_run=dry_run)
+        return _upgrade.upgrade(self, dry_run=dry_run, force=force)
 
     def dead_letter_sources(self, name: str, *, limit: int | None = None, after: str = "") -> list[str]:
         """Names of the queues whose redrive policy names ``name`` as dead-letter queue.

@@ -217,6 +217,17 @@ class UnsupportedLayout(SmqError):
     """
 
 
+class OldClientsPresent(SmqError):
+    """``smq upgrade`` refused: consumers of smq 0.2.0 may share this Redis.
+
+    0.2.0 reads only data layout 1 and checks no layout, so a queue moved
+    forward would lose messages to it. Raised, before any change, while a
+    0.2.0 consumer's scripts are in a server's script cache, or when Redis
+    refuses ``SCRIPT EXISTS``. Stop every 0.2.0 client, then ``SCRIPT FLUSH``
+    (or restart Redis) or upgrade with ``force=True`` (``smq upgrade --force``).
+    """
+
+
 class UnsafeRedisConfig(SmqError):
     """Redis is configured so that it may evict queue data."""
 

@@ -67,10 +67,12 @@ class Settings:
             operations guide); True: refuse older servers.
         layout: The data layout of the queues this client creates: None, the
             default, is ``$SMQ_LAYOUT`` if set, else the newest this version
-            knows (``smq.LAYOUT``). Set 1 while clients of 0.2.0, which read
-            only layout 1 and do not check, share the Redis (see "Rolling
-            upgrades" in the operations guide); queues keep their layout
-            until ``smq upgrade`` moves them.
+            knows (``smq.LAYOUT``) unless a consumer of 0.2.0 may share the
+            Redis (its scripts are in a server's script cache, or Redis
+            refuses ``SCRIPT EXISTS``): then 1, with a warning. 0.2.0 reads
+            only layout 1 and does not check; set 1 while 0.2.0 clients
+            remain (see "Rolling upgrades" in the operations guide). Queues
+            keep their layout until ``smq upgrade`` moves them.
 
     When ``url`` comes from ``$SMQ_REDIS_URL``, the TLS files left None come
     from ``$SMQ_REDIS_TLS_CA``, ``$SMQ_REDIS_TLS_CERT`` and ``$SMQ_REDIS_TLS_KEY``.
@@ -112,13 +114,14 @@ class Settings:
         if layout is not None and (isinstance(layout, bool) or layout not in range(1, LAYOUT + 1)):
             raise ValueError(f"layout must be 1 to {LAYOUT} (or None: the newest), not {layout!r}")
 
-    def new_queue_layout(self) -> int:
-        """The layout of the queues this client creates (see ``layout``): reads the environment."""
+    def pinned_layout(self) -> int | None:
+        """The layout set for the queues this client creates (see ``layout``), None when neither
+        ``layout`` nor ``$SMQ_LAYOUT`` is set: reads the environment."""
         if self.layout is not None:
             return self.layout
         text = os.environ.get("SMQ_LAYOUT", "").strip()
         if not text:
-            return LAYOUT
+            return None
         if text not in {str(n) for n in range(1, LAYOUT + 1)}:
             raise ValueError(f"SMQ_LAYOUT must be 1 to {LAYOUT}, not {text!r}")
         return int(text)

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._errors import LAYOUT
+from ._errors import LAYOUT, OldClientsPresent
 from ._keys import QueueKeys
+from ._legacy import old_consumers_seen
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -50,8 +51,21 @@ class QueueUpgrade:
         return f"{self.queue}: {was} -> layout {self.after}"
 
 
-def upgrade(client: Client, *, dry_run: bool = False) -> list[QueueUpgrade]:
+def upgrade(client: Client, *, dry_run: bool = False, force: bool = False) -> list[QueueUpgrade]:
     """Every queue (and shard) moved to ``LAYOUT``; see ``Client.upgrade``."""
+    if not dry_run and not force:
+        seen = old_consumers_seen(client)
+        if seen is not False:
+            why = (
+                "Redis refuses SCRIPT EXISTS, so smq cannot tell whether smq 0.2.0 consumers share it"
+                if seen is None
+                else "an smq 0.2.0 client has received messages from this Redis since it started "
+                "(its scripts are in the script cache)"
+            )
+            raise OldClientsPresent(
+                f"{why}; 0.2.0 misreads queues in layout {LAYOUT}. Stop every 0.2.0 client, then "
+                "SCRIPT FLUSH (or restart Redis) or upgrade with force"
+            )
     done: list[QueueUpgrade] = []
     for name in client.list_queues():
         shards = client._layouts.read(name) or [name]

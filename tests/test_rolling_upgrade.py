@@ -11,10 +11,12 @@ the queues to layout 2, and what the pinned fleet left (messages, receipts) work
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ import smq
 from conftest import raw
 from smq._errors import LAYOUT
 from smq._keys import QueueKeys
+from smq._legacy import OLD_CONSUMER_SCRIPTS
 from smq.embedded import EmbeddedRedis
 
 WHEEL = Path(__file__).parent / "fixtures" / "smq_redis-0.2.0-py3-none-any.whl"
@@ -58,9 +61,13 @@ class OldClient:
 
 
 @pytest.fixture
-def old(redis_client: smq.Client, redis_server: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch) -> OldClient:
+def old(
+    redis_client: smq.Client, redis_server: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[OldClient]:
     monkeypatch.setenv("SMQ_LAYOUT", "1")  # the rolling upgrade's first step, for this version's clients
-    return OldClient(redis_server.url)
+    yield OldClient(redis_server.url)
+    # The server is shared: its script cache must not tell later tests that 0.2.0 consumers are about.
+    raw(redis_client).script_flush()
 
 
 def test_the_old_client_really_is_the_old_version(old: OldClient) -> None:
@@ -218,3 +225,51 @@ def test_a_layout_outside_this_versions_range_is_refused(
     with pytest.raises(ValueError, match="layout must be 1 to"):
         smq.Settings(layout=0)
     assert redis_client.list_queues() == []
+
+
+def test_the_scripts_smq_looks_for_are_those_of_the_0_2_0_consumer(old: OldClient) -> None:
+    shas = old.run(
+        """
+        import smq._scripts as scripts
+        result = sorted({scripts.sources(sharded)[name].sha for sharded in (False, True)
+                         for name in ("receive", "move_out")})
+        """
+    )
+    assert shas == sorted(OLD_CONSUMER_SCRIPTS.values())
+
+
+def test_once_a_0_2_0_consumer_ran_new_queues_stay_in_layout_1_and_the_upgrade_waits(
+    old: OldClient,
+    redis_client: smq.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.delenv("SMQ_LAYOUT")  # forgotten: smq finds the 0.2.0 consumer by itself
+    redis_client.create_queue("before-old")
+    old.run("client.create_queue('consumed').receive(1)")
+    with caplog.at_level(logging.WARNING, "smq.layout"):
+        redis_client.create_queue("during")
+        redis_client.create_queue("during-2")
+    layouts = {
+        name: raw(redis_client).hget(QueueKeys.of(name).meta, "layout") for name in ("before-old", "during")
+    }
+    assert layouts == {"before-old": str(LAYOUT).encode(), "during": b"1"}
+    assert len([r for r in caplog.records if "0.2.0 client has received" in r.getMessage()]) == 1
+    # The old consumer still reads what the new client sends to the queue made meanwhile.
+    redis_client.get_queue("during").send("safe")
+    assert old.run("result = [m.body for m in client.get_queue('during').receive(1)]") == ["safe"]
+    with pytest.raises(smq.OldClientsPresent, match="0.2.0 client has received"):
+        redis_client.upgrade()
+    assert raw(redis_client).hget(QueueKeys.of("during").meta, "layout") == b"1"  # nothing moved
+    assert redis_client.upgrade(dry_run=True)  # a dry run still reports
+    raw(redis_client).script_flush()  # the operator, once no 0.2.0 client is left
+    moved = {u.queue: (u.before, u.after) for u in redis_client.upgrade()}
+    assert moved["during"] == (1, LAYOUT)
+    redis_client.create_queue("after")
+    assert raw(redis_client).hget(QueueKeys.of("after").meta, "layout") == str(LAYOUT).encode()
+
+
+def test_force_upgrades_despite_cached_0_2_0_scripts(old: OldClient, redis_client: smq.Client) -> None:
+    old.run("client.create_queue('forced').receive(1)")
+    (moved,) = redis_client.upgrade(force=True)
+    assert (moved.queue, moved.after) == ("forced", LAYOUT)
