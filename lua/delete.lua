@@ -72,6 +72,23 @@ for i = 1, count do
 end
 local states = redis.call('HMGET', state, unpack(ids))
 
+-- First receives in layout 2: their members, looked up in one call.
+local members, member_of = {}, {}
+for i = 1, count do
+  local token = ARGV[2 * i + 3]
+  if states[i] == false and token_in_member(token) then
+    member_of[i] = ids[i] .. ':' .. token
+    members[#members + 1] = member_of[i]
+  end
+end
+local member_expiry = {}
+if #members > 0 then
+  local scores = redis.call('ZMSCORE', inflight, unpack(members))
+  for j = 1, #members do
+    member_expiry[members[j]] = scores[j]
+  end
+end
+
 local reply = {OK}
 local doomed = {}
 -- What to take out of `inflight` for each doomed id: the id, or its layout 2 member.
@@ -82,8 +99,8 @@ for i = 1, count do
   local id = ids[i]
   local token = ARGV[2 * i + 3]
   local status
-  local member = states[i] == false and token_in_member(token) and id .. ':' .. token
-  local expiry = member and redis.call('ZSCORE', inflight, member)
+  local member = member_of[i]
+  local expiry = member and member_expiry[member]
   if expiry then
     -- In flight on its first receive, under this receipt.
     if is_fifo and tonumber(expiry) <= now then
