@@ -10,17 +10,19 @@ scripts, not the disk):
   receive script. Per ``EVALSHA``, from ``INFO commandstats``.
 - ``life``: ``--messages`` messages sent by batches of 10, then drained by a
   consumer's receive of 10 and delete of 10, as ``delete_and_receive`` sends them
-  (the delete of batch k and the receive of batch k+1 in one write). Once with
-  smq's own scripts, once with *minimal* scripts that run only the data commands
-  a send, a receive and a delete need (``HSET`` of records, ``RPUSH``, a counter,
+  (the delete of batch k and the receive of batch k+1 in one write). With smq's
+  own scripts on a queue in data layout 2 (the default) and on one in layout 1;
+  with *minimal* scripts that run only the data commands a send, a receive and a
+  delete need in layout 1 (``HSET`` of records, ``RPUSH``, a counter,
   ``PUBLISH``; ``LPOP``, ``HMGET`` of records and states, ``HSET`` of states,
   ``ZADD``, a counter; ``HMGET``, ``ZREM``, ``HDEL``, a counter) and none of the checks:
-  not a correct queue, a floor for this layout; the same with the reads smq
-  cannot drop on this layout (the queue's settings, expired timeouts and due
+  not a correct queue, a floor for that layout; the same with the reads smq
+  cannot drop (the queue's settings, expired timeouts and due
   delays, the in-flight limit, the dead-letter outbox, a moved message's
-  origin), a bound no correct script of this layout goes under; and minimal scripts of a layout
-  smq does not use, the state kept in the in-flight entry's member (no ``state``
-  hash: no ``HMGET``, ``HSET`` or ``HDEL`` of states). Per send and per pair: time
+  origin), a bound no correct script of layout 1 goes under; minimal scripts of
+  layout 2 (``RPUSH`` of inline records; ``LPOP``, ``HSET`` of the records,
+  ``ZADD`` of members holding the state; ``ZREM``, ``HDEL``), the floor of smq's
+  layout; and the state in a member "<id>|<state>" with records in the hash. Per send and per pair: time
   in ``EVALSHA``, and of it inside the commands the scripts call; the rest is Lua,
   and turning arguments and replies between Lua and Redis.
 - ``memory``: bytes per message beyond a 100-byte body, from ``INFO memory``, of
@@ -176,6 +178,56 @@ return reply
 MINIMAL_MEMBER_DELETE = """
 local ids, members = {}, {}
 for i = 1, tonumber(ARGV[3]) do ids[i], members[i] = ARGV[2 * i + 2], ARGV[2 * i + 3] end
+redis.call('ZREM', KEYS[2], unpack(members))
+redis.call('HDEL', KEYS[3], unpack(ids))
+redis.call('HINCRBY', KEYS[5], 'deleted', #ids)
+return {0}
+"""
+
+# The data commands of layout 2 (smq's: records inline in the list until the first receive, that
+# receive's state in its member "<id>:<token>.<receive ms>"), nothing else: the floor of smq's
+# layout. The receive's reply gives each message's token for the delete.
+MINIMAL_INLINE_SEND = """
+local t = redis.call('TIME')
+local stamp = '|' .. (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '|'
+local n = tonumber(ARGV[3])
+local entries = {}
+for i = 1, n do
+  entries[i] = ARGV[5 * i - 1] .. stamp .. ARGV[5 * i + 2]
+end
+redis.call('RPUSH', KEYS[2], unpack(entries))
+redis.call('HINCRBY', KEYS[5], 'sent', n)
+redis.call('PUBLISH', ARGV[2], '1')
+return {0}
+"""
+
+MINIMAL_INLINE_RECEIVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local entries = redis.call('LPOP', KEYS[2], tonumber(ARGV[2]))
+if not entries then return {0} end
+local token = ARGV[4] .. '.' .. now
+local expiry = now + 30000
+local records, inflight, reply = {}, {}, {0}
+for i = 1, #entries do
+  local bar = string.find(entries[i], '|', 1, true)
+  local id, record = string.sub(entries[i], 1, bar - 1), string.sub(entries[i], bar + 1)
+  records[2 * i - 1], records[2 * i] = id, record
+  inflight[2 * i - 1], inflight[2 * i] = expiry, id .. ':' .. token
+  reply[3 * i - 1], reply[3 * i], reply[3 * i + 1] = id, token, record
+end
+redis.call('HSET', KEYS[5], unpack(records))
+redis.call('ZADD', KEYS[3], unpack(inflight))
+redis.call('HINCRBY', KEYS[7], 'received', #entries)
+return reply
+"""
+
+MINIMAL_INLINE_DELETE = """
+local ids, members = {}, {}
+for i = 1, tonumber(ARGV[3]) do
+  ids[i] = ARGV[2 * i + 2]
+  members[i] = ids[i] .. ':' .. ARGV[2 * i + 3]
+end
 redis.call('ZREM', KEYS[2], unpack(members))
 redis.call('HDEL', KEYS[3], unpack(ids))
 redis.call('HINCRBY', KEYS[5], 'deleted', #ids)
@@ -377,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
             FLOOR_CALLS_DELETE,
             (1, 2, 0),
         ),
+        "minimal, layout 2": (MINIMAL_INLINE_SEND, MINIMAL_INLINE_RECEIVE, MINIMAL_INLINE_DELETE, (1, 3, 1)),
         "minimal, state in the member": (
             MINIMAL_SEND,
             MINIMAL_MEMBER_RECEIVE,

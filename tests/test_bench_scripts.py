@@ -31,7 +31,7 @@ def test_the_script_cost_benchmark_drains_with_both_pairs(
     result = json.loads(output.read_text())
     (one,) = result["rounds"]
     variants = ("smq", "smq, queue in layout 1", "minimal", "minimal + smq's necessary reads")
-    for variant in (*variants, "minimal, state in the member"):
+    for variant in (*variants, "minimal, layout 2", "minimal, state in the member"):
         # drain() raises when a message is left or a script fails; here the figures are sane.
         assert 0 < one[variant]["inside"] < one[variant]["evalsha"]
         assert 0 < one[variant]["send_inside"] < one[variant]["send"]
