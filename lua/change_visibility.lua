@@ -14,6 +14,7 @@
 -- KEYS[10] ready (list): FIFO queues: groups whose head may be received
 -- KEYS[11] waiting (zset): FIFO queues: groups whose head is delayed
 -- KEYS[12] delayed (zset): FIFO queues: ids sent while the queue had a delay
+-- KEYS[13] messages (hash): id -> record (read: is the message stored)
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
@@ -26,8 +27,9 @@
 -- received it since (a standard queue hides it again; a FIFO queue refuses
 -- with E_RECEIPT_EXPIRED, as SQS does).
 -- Returns {OK, status_1, ..., status_n}, each status one of OK,
--- E_NOT_INFLIGHT (deleted, or never received), E_STALE_RECEIPT (received
--- again since), E_RECEIPT_EXPIRED, E_CEILING (would pass 12 h after that receive);
+-- E_NOT_INFLIGHT (deleted, or never received; in layout 2 a message never
+-- received that is stored in `messages` answers E_STALE_RECEIPT), E_STALE_RECEIPT (received
+-- again since, or a token that was never the message's), E_RECEIPT_EXPIRED, E_CEILING (would pass 12 h after that receive);
 -- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -41,6 +43,7 @@ local groups = KEYS[9]
 local ready = KEYS[10]
 local waiting = KEYS[11]
 local delayed = KEYS[12]
+local messages = KEYS[13]
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
   ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local now = clock(ARGV[1])
@@ -56,6 +59,7 @@ for i = 1, count do
   end
 end
 local settings = redis.call('HMGET', meta, 'events_max', 'fifo', 'delay_ms', 'layout')
+local members_hold_state = takes_inline(settings[4]) and settings[2] ~= '1'
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
@@ -84,7 +88,14 @@ for i = 1, count do
   end
   local expiry = redis.call('ZSCORE', inflight, member)
   local status = OK
-  if current == false then
+  if current == false and members_hold_state and redis.call('HEXISTS', messages, id) == 1 then
+    -- Stored, with no state: in flight on its first receive under another token (a first
+    -- receive's member is found by its token alone), or never received. Either way the
+    -- receipt is not the message's current one.
+    status = E_STALE_RECEIPT
+    redis.call('HINCRBY', stats, 'stale_receipts', 1)
+    emit(events, events_max, now, 'stale_receipt', id, 1, 'change')
+  elseif current == false then
     -- Deleted, or never received.
     status = E_NOT_INFLIGHT
   else

@@ -135,11 +135,15 @@ def test_a_delete_riding_on_a_receive_is_on_every_replica_when_the_call_returns(
         deleted, got = queue.delete_and_receive(done, 10)
         assert (len(deleted.successful), len(got)) == (2, 1)
         assert replicated.waits() > before
-        state = QueueKeys.of("riding").state
+        keys = QueueKeys.of("riding")
         for replica in replicated.replicas:
             with replica.client() as direct:
-                assert not any(direct.hexists(state, stored_id(m)) for m in taken)  # deleted there too
-                assert direct.hexists(state, stored_id(got[0]))  # and the receive's state is there
+                assert not any(
+                    direct.hexists(keys.messages, stored_id(m)) for m in taken
+                )  # deleted there too
+                # and the receive's in-flight entry is there, its state in the member (a first receive)
+                members = [member.decode() for member in direct.zrange(keys.inflight, 0, -1)]
+                assert [member.split(":")[0] for member in members] == [stored_id(got[0])]
         queue.delete_batch([smq.DeleteEntry("0", got[0].receipt_handle)])
         queue.send("m")
         (message,) = queue.receive(1)
@@ -197,9 +201,8 @@ def test_by_default_a_primary_with_replicas_has_each_change_on_every_replica(rep
             sent = queue.send(f"m{n}")
             for replica in replicated.replicas:
                 with replica.client() as direct:
-                    stored = {
-                        message_id(field.decode()) for field in direct.hkeys(QueueKeys.of("default").messages)
-                    }
+                    entries = direct.lrange(QueueKeys.of("default").visible, 0, -1)
+                    stored = {message_id(entry.partition(b"|")[0].decode()) for entry in entries}
                     assert sent.message_id in stored, f"m{n} missing on a replica"
         assert replicated.waits() > before
         wait = client._scripts.wait
