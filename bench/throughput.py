@@ -384,10 +384,11 @@ class StreamsDriver:
 
 
 class LuaFloorDriver:
-    """The least a Lua queue on smq's layout can do: bench/scripts.py's minimal scripts, which
-    run only the data commands of smq's send, receive and delete (no checks, no reclaim of
-    timeouts, no delays, no retention, no dead letters, no long poll: an empty receive sleeps
-    1 ms). Not a queue anyone should use; a floor for what scripts on this layout cost.
+    """The least a Lua queue on smq's layout can do: bench/scripts.py's minimal scripts of data
+    layout 2 (smq's default), which run only the data commands of smq's send, receive and delete
+    (no checks, no reclaim of timeouts, no delays, no retention, no dead letters, no long poll: an
+    empty receive sleeps 1 ms). Not a queue anyone should use; a floor for what scripts on this
+    layout cost.
 
     Driven as smq is: a send of n is one script call; a consume is the delete of the last
     batch and the receive of the next, two script calls in one write.
@@ -403,9 +404,9 @@ class LuaFloorDriver:
             for script in ("send", "receive", "delete")
         }
         self.shas = {
-            "send": self.redis.script_load(floor.MINIMAL_SEND),
-            "receive": self.redis.script_load(floor.MINIMAL_RECEIVE),
-            "delete": self.redis.script_load(floor.MINIMAL_DELETE),
+            "send": self.redis.script_load(floor.MINIMAL_INLINE_SEND),
+            "receive": self.redis.script_load(floor.MINIMAL_INLINE_RECEIVE),
+            "delete": self.redis.script_load(floor.MINIMAL_INLINE_DELETE),
         }
         self.payload = encode_payload(BODY.encode(), {})
         self.done: list[Any] = []
@@ -432,8 +433,8 @@ class LuaFloorDriver:
             self._call(pipe, "receive", "", self.batch, -1, token, self.keys.name)
             reply = pipe.execute()[-1]
         self.done = []
-        for i in range(1, len(reply), 2):
-            self.done += [reply[i], token]
+        for i in range(1, len(reply), 3):  # id, its token, its record
+            self.done += [reply[i], reply[i + 1]]
         if not self.done:
             time.sleep(0.001)
         return deleted
