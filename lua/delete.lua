@@ -64,19 +64,15 @@ local delay_ms = tonumber(settings[4]) or 0
 -- Only events and FIFO queues need the time: a standard queue's delete reads no clock.
 local now = (evented or is_fifo) and clock(ARGV[1]) or 0
 local was_full = redis.call('ZCARD', inflight) >= inflight_limit
-
 local find, sub = string.find, string.sub
-local ids = {}
+
+-- First receives in layout 2 (a token with a '.'): their members, looked up in one call. A
+-- member found means no state: the state leaves the member only when the member goes.
+local ids, members, member_of = {}, {}, {}
 for i = 1, count do
   ids[i] = ARGV[2 * i + 2]
-end
-local states = redis.call('HMGET', state, unpack(ids))
-
--- First receives in layout 2: their members, looked up in one call.
-local members, member_of = {}, {}
-for i = 1, count do
   local token = ARGV[2 * i + 3]
-  if states[i] == false and token_in_member(token) then
+  if find(token, '.', 1, true) then
     member_of[i] = ids[i] .. ':' .. token
     members[#members + 1] = member_of[i]
   end
@@ -88,12 +84,30 @@ if #members > 0 then
     member_expiry[members[j]] = scores[j]
   end
 end
+-- The states of the others, in one call.
+local states, rest = {}, {}
+for i = 1, count do
+  if not (member_of[i] and member_expiry[member_of[i]]) then
+    rest[#rest + 1] = i
+  end
+end
+if #rest > 0 then
+  local asked = {}
+  for j = 1, #rest do
+    asked[j] = ids[rest[j]]
+  end
+  local found = redis.call('HMGET', state, unpack(asked))
+  for j = 1, #rest do
+    states[rest[j]] = found[j]
+  end
+end
 
 local reply = {OK}
 local doomed = {}
 -- What to take out of `inflight` for each doomed id: the id, or its layout 2 member.
 local doomed_members = {}
 local doomed_seen = {}
+local doomed_stated = 0  -- doomed with an entry in `state`
 local stale = 0
 for i = 1, count do
   local id = ids[i]
@@ -143,6 +157,7 @@ for i = 1, count do
         doomed_seen[id] = true
         doomed[#doomed + 1] = id
         doomed_members[#doomed] = id
+        doomed_stated = doomed_stated + 1
         if evented then
           local _, receive_count = parse_state(states[i])
           emit(events, events_max, now, 'deleted', id, receive_count)
@@ -179,7 +194,9 @@ elseif #doomed > 0 then
   -- Ids deleted but not in flight are visible again: ghosts in the list.
   local ghosts = #doomed - redis.call('ZREM', inflight, unpack(doomed_members))
   redis.call('HDEL', messages, unpack(doomed))
-  redis.call('HDEL', state, unpack(doomed))
+  if doomed_stated > 0 then
+    redis.call('HDEL', state, unpack(doomed))
+  end
   redis.call('HDEL', origins, unpack(doomed))
   redis.call('HINCRBY', stats, 'deleted', #doomed)
   if ghosts > 0 then

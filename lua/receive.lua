@@ -130,12 +130,13 @@ while want > 0 and skips > 0 do
     break
   end
   -- Inline records need no lookup; the ids' records and states are read in one call each.
-  local ids, records, states, stored = {}, {}, {}, {}
+  local ids, records, states, stored, inline_at = {}, {}, {}, {}, {}
   for i = 1, #entries do
     local entry = entries[i]
     local bar = find(entry, '|', 1, true)
     if bar then
       ids[i], records[i] = sub(entry, 1, bar - 1), sub(entry, bar + 1)
+      inline_at[i] = true
     else
       ids[i], records[i] = entry, false
       stored[#stored + 1] = entry
@@ -159,7 +160,7 @@ while want > 0 and skips > 0 do
   for i = 1, #ids do
     local id = ids[i]
     local record = records[i]
-    local is_inline = #stored < #entries and find(entries[i], '|', 1, true) ~= nil
+    local is_inline = inline_at[i]
     local receive_count, first_ms, first_text = 0, 0, nil
     if states[i] then
       local count
@@ -169,7 +170,9 @@ while want > 0 and skips > 0 do
     -- A ghost: deleted while visible, an id whose message is in flight, or a
     -- second entry of an id this call already handled.
     local ghost = not record or (held and held[i]) or taken[id]
-    taken[id] = true
+    if not is_inline then
+      taken[id] = true  -- an inline entry is its message's only one
+    end
     if ghost then
       ghosts = ghosts + 1
       skips = skips - 1
