@@ -61,6 +61,7 @@ local evented = events_max > 0
 local inflight_limit = tonumber(settings[2]) or 120000
 local is_fifo = settings[3] == '1'
 local delay_ms = tonumber(settings[4]) or 0
+local members_hold_state = takes_inline(settings[5]) and not is_fifo
 -- Only events and FIFO queues need the time: a standard queue's delete reads no clock.
 local now = (evented or is_fifo) and clock(ARGV[1]) or 0
 local was_full = redis.call('ZCARD', inflight) >= inflight_limit
@@ -132,8 +133,12 @@ for i = 1, count do
     end
   elseif states[i] == false then
     if redis.call('HEXISTS', messages, id) == 1 then
-      -- Stored but never received: no receipt of it can be current.
+      -- Stored but never received, or (layout 2) in flight on its first receive under
+      -- another token: no receipt of it can be current.
       status = STALE_IGNORED
+      if evented and members_hold_state then
+        emit(events, events_max, now, 'stale_receipt', id, 1, 'delete')
+      end
     else
       status = ALREADY_GONE
     end

@@ -206,25 +206,27 @@ while want > 0 and skips > 0 do
       end
       local at = 2 * received_n
       new_inflight[at + 1] = expiry_text
-      if receive_count == 1 and inline then
-        -- The state goes in the member; the record leaves the list for `messages`.
+      if is_inline and inline then
+        -- A first receive of an inline record (receive_count 1): the state goes in the
+        -- member, the record leaves the list for `messages`. Only an inline entry: it is its
+        -- message's only entry in the list, so no ghost of the id can be taken while the
+        -- member, which a ZMSCORE of ids does not find, is in flight.
         new_inflight[at + 2] = id .. ':' .. first_token
-        if is_inline then
-          new_records[#new_records + 1] = id
-          new_records[#new_records + 1] = record
-        end
+        new_records[#new_records + 1] = id
+        new_records[#new_records + 1] = record
       else
         new_inflight[at + 2] = id
         if is_inline then
-          -- Not a first receive, or not layout 2: not a form these scripts write.
+          -- An inline entry in a queue of layout 1: not a form these scripts write there.
           new_records[#new_records + 1] = id
           new_records[#new_records + 1] = record
         end
         -- The state format_state writes: "<token>|<receive_count>|<first_ms>|<receive_ms>".
         -- A number formatted in Lua costs a sprintf: the first receive's count is a constant.
+        -- Every first receive's receipt token ends in first_suffix (layout 2), in a member or here.
         new_states[#new_states + 1] = id
-        new_states[#new_states + 1] = token .. (receive_count == 1 and '|1|' or '|' .. tostring(receive_count) .. '|')
-          .. first_text .. '|' .. now_text
+        new_states[#new_states + 1] = (receive_count == 1 and first_token .. '|1|'
+          or token .. '|' .. tostring(receive_count) .. '|') .. first_text .. '|' .. now_text
       end
       at = 6 + 4 * received_n
       received[at + 1] = id
