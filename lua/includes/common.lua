@@ -46,10 +46,11 @@ end
 -- Layout 2 adds two forms to layout 1's, and these scripts read every form:
 -- * a `visible` entry "<id>|<record>" is a message never received, its record
 --   inline, with no `messages` entry until its first receive moves it there;
--- * an `inflight` member "<id>:<token>.<receive ms in base 36>" is a message on
---   its first receive, its state in the member, with no `state` entry. The
---   receipt's token is "<token>.<receive ms in base 36>": a delete or a change
---   finds the member from the receipt alone.
+-- * an `inflight` member "<id>:<token>.<receive ms in base 36>" is an inline
+--   message on its first receive, its state in the member, with no `state`
+--   entry. Every first receive's receipt token is "<token>.<receive ms in base
+--   36>" (other first receives keep it in `state`): a delete or a change finds
+--   the member from the receipt alone.
 -- Every other entry and member is an id, as in layout 1. Scripts write the new
 -- forms only to queues in layout 2, so that 0.2.0 clients keep reading a queue
 -- until `smq upgrade` moves it.
