@@ -14,7 +14,10 @@
 -- KEYS[10] ready (list): FIFO queues: groups whose head may be received
 -- KEYS[11] waiting (zset): FIFO queues: groups whose head is delayed
 -- KEYS[12] delayed (zset): FIFO queues: ids sent while the queue had a delay
--- KEYS[13] messages (hash): id -> record (read: is the message stored)
+-- KEYS[13] messages (hash): id -> record (read: is the message stored; its group)
+-- KEYS[14] tenants (hash): fair queues: group -> its messages in flight
+-- KEYS[15] group_of (hash): fair queues: id -> group, of grouped messages in flight
+-- KEYS[16] noisy (zset): fair queues: groups with messages set aside, by their messages in flight
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
@@ -44,6 +47,10 @@ local ready = KEYS[10]
 local waiting = KEYS[11]
 local delayed = KEYS[12]
 local messages = KEYS[13]
+local tenants = KEYS[14]
+local group_of = KEYS[15]
+local noisy = KEYS[16]
+local fair_keys = {tenants = tenants, group_of = group_of, noisy = noisy}
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
   ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local now = clock(ARGV[1])
@@ -58,7 +65,8 @@ for i = 1, count do
     return fail(E_BAD_ARGUMENT, 'bad visibility_ms for change ' .. i)
   end
 end
-local settings = redis.call('HMGET', meta, 'events_max', 'fifo', 'delay_ms', 'layout')
+local settings = redis.call('HMGET', meta, 'events_max', 'fifo', 'delay_ms', 'layout', 'fair')
+local fair = settings[5] == '1'
 local members_hold_state = takes_inline(settings[4]) and settings[2] ~= '1'
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
@@ -118,6 +126,13 @@ for i = 1, count do
       if visibility_ms > 0 then
         redis.call('ZADD', inflight, now + visibility_ms, id)
         redis.call('HINCRBY', meta, 'ghosts', 1)
+        local group = fair and not is_fifo and fair_group(redis.call('HGET', messages, id) or '')
+        if group then
+          -- In flight again: its group holds one more.
+          redis.call('HSET', fair_keys.group_of, id, group)
+          local held = redis.call('HINCRBY', fair_keys.tenants, group, 1)
+          redis.call('ZADD', fair_keys.noisy, 'XX', held, group)
+        end
         sooner = sooner + 1  -- waiting long polls learn of the new expiry
       end
       changed = changed + 1
@@ -128,6 +143,9 @@ for i = 1, count do
         if member ~= id then
           -- Visible again: its state leaves the member, as reclaim_visible does.
           redis.call('HSET', state, id, current)
+        end
+        if fair and not is_fifo then
+          release_groups(fair_keys, {id})
         end
         if is_fifo then
           local info = redis.call('HGET', k.fifo, id)

@@ -14,6 +14,9 @@
 -- KEYS[11] ready (list): FIFO queues: groups whose head may be received
 -- KEYS[12] waiting (zset): FIFO queues: groups whose head is delayed
 -- KEYS[13] delayed (zset): FIFO queues: ids sent while the queue had a delay
+-- KEYS[14] tenants (hash): fair queues: group -> its messages in flight
+-- KEYS[15] group_of (hash): fair queues: id -> group, of grouped messages in flight
+-- KEYS[16] noisy (zset): fair queues: groups with messages set aside, by their messages in flight
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
@@ -43,13 +46,17 @@ local groups = KEYS[10]
 local ready = KEYS[11]
 local waiting = KEYS[12]
 local delayed = KEYS[13]
+local tenants = KEYS[14]
+local group_of = KEYS[15]
+local noisy = KEYS[16]
+local fair_keys = {tenants = tenants, group_of = group_of, noisy = noisy}
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)
 
 if count == nil or #ARGV ~= 3 + 2 * count then
   return fail(E_BAD_ARGUMENT, 'delete takes 1 to 10 receipts of 2 arguments')
 end
-local settings = redis.call('HMGET', meta, 'events_max', 'inflight_limit', 'fifo', 'delay_ms', 'layout')
+local settings = redis.call('HMGET', meta, 'events_max', 'inflight_limit', 'fifo', 'delay_ms', 'layout', 'fair')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
@@ -198,6 +205,9 @@ if #doomed > 0 and is_fifo then
 elseif #doomed > 0 then
   -- Ids deleted but not in flight are visible again: ghosts in the list.
   local ghosts = #doomed - redis.call('ZREM', inflight, unpack(doomed_members))
+  if settings[6] == '1' then
+    release_groups(fair_keys, doomed)
+  end
   redis.call('HDEL', messages, unpack(doomed))
   if doomed_stated > 0 then
     redis.call('HDEL', state, unpack(doomed))

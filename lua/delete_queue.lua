@@ -25,6 +25,10 @@
 -- KEYS[23] attempts (hash): FIFO queues: receive request attempt id -> messages
 -- KEYS[24] attempts_at (zset): FIFO queues: attempt ids by when they lapse
 -- KEYS[25] deleted (string): when the queue was deleted (ms), for 60 s
+-- KEYS[26] tenants (hash): fair queues: group -> its messages in flight
+-- KEYS[27] group_of (hash): fair queues: id -> group, of grouped messages in flight
+-- KEYS[28] deferred (zset): fair queues: noisy groups' messages set aside
+-- KEYS[29] noisy (zset): fair queues: groups with messages set aside
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 --
@@ -55,6 +59,10 @@ local dedup_at = KEYS[22]
 local attempts = KEYS[23]
 local attempts_at = KEYS[24]
 local deleted = KEYS[25]
+local tenants = KEYS[26]
+local group_of = KEYS[27]
+local deferred = KEYS[28]
+local noisy = KEYS[29]
 local now = clock(ARGV[1])
 local existed = redis.call('EXISTS', meta)
 local layout = redis.call('HGET', meta, 'layout')
@@ -64,7 +72,7 @@ end
 -- (a newer layout may keep keys this version does not know of: its own version deletes it)
 redis.call('UNLINK', meta, visible, inflight, delayed, messages, state, stats,
   events, outbox, outbox_at, arrivals, origins, tags, sources, tasks, fifo, ordered, groups, ready, waiting,
-  dedup, dedup_at, attempts, attempts_at)
+  dedup, dedup_at, attempts, attempts_at, tenants, group_of, deferred, noisy)
 if existed == 1 then
   -- For SQS's rule: no queue of this name for 60 s (create_queue enforces it on request).
   redis.call('SET', deleted, now, 'PX', DELETED_MS)

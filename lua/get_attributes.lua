@@ -12,6 +12,9 @@
 -- KEYS[10] groups (hash): FIFO queues: group -> 'r' | 'w' | messages in flight
 -- KEYS[11] ready (list): FIFO queues: groups whose head may be received
 -- KEYS[12] waiting (zset): FIFO queues: groups whose head is delayed, by its sent_ms
+-- KEYS[13] tenants (hash): fair queues: group -> its messages in flight
+-- KEYS[14] deferred (zset): fair queues: "<group> <seq> <entry>", noisy groups' messages set aside
+-- KEYS[15] noisy (zset): fair queues: groups with messages set aside, by their messages in flight
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 --
@@ -24,7 +27,10 @@
 --
 -- Returns {OK, now_ms, meta (flat field, value list), stats (flat list),
 --          visible, in_flight, delayed, moving, oldest_sent_ms (-1: none),
---          groups, groups_in_flight} (the last two 0 on a standard queue).
+--          groups, groups_in_flight, noisy_groups, visible_quiet, in_flight_quiet}
+-- (groups and groups_in_flight 0 on a standard queue; the last three, of a fair
+-- queue: the groups noisy now, among at most NOISY_PROBE set apart, and the
+-- messages visible and in flight outside them; on other queues 0 and the totals).
 -- or {E_QUEUE_MISSING, ''}.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -38,6 +44,10 @@ local ordered = KEYS[9]
 local groups = KEYS[10]
 local ready = KEYS[11]
 local waiting = KEYS[12]
+local tenants = KEYS[13]
+local deferred = KEYS[14]
+local noisy = KEYS[15]
+local NOISY_PROBE = 32
 local now = clock(ARGV[1])
 
 local OLDEST_PROBE = 10
@@ -97,6 +107,20 @@ local ghosts = tonumber(redis.call('HGET', meta, 'ghosts')) or 0
 local due = redis.call('ZCOUNT', delayed, '-inf', now)
 local visible_n = redis.call('LLEN', visible) - ghosts + expired + due
 local delayed_n = redis.call('ZCARD', delayed) - due
+-- Fair queues: messages set aside are visible too; noisy groups' messages are not quiet.
+local noisy_n, visible_quiet, inflight_quiet = 0, visible_n, inflight_n
+local set_apart = {}
+if redis.call('HGET', meta, 'fair') == '1' then
+  visible_n = visible_n + redis.call('ZCARD', deferred)
+  set_apart = redis.call('ZRANGE', noisy, 0, NOISY_PROBE - 1, 'WITHSCORES')
+  for i = 1, #set_apart, 2 do
+    local held = tonumber(set_apart[i + 1])
+    if is_noisy(held, inflight_n) then
+      noisy_n = noisy_n + 1
+      inflight_quiet = inflight_quiet - held
+    end
+  end
+end
 
 -- The oldest message waiting: the head of the list holds the oldest
 -- sends; run-out timeouts and delays may be older still.
@@ -116,6 +140,25 @@ for i = 1, #heads do
 end
 local first_due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1)
 candidates[#candidates + 1] = first_due[1]
+-- The first message set aside of each group set apart (at most NOISY_PROBE of them).
+for i = 1, #set_apart, 2 do
+  if i > 2 * OLDEST_PROBE then
+    break
+  end
+  local low, high = group_range(set_apart[i])
+  local first = redis.call('ZRANGEBYLEX', deferred, low, high, 'LIMIT', 0, 1)
+  if first[1] then
+    local id, record = split_entry(deferred_entry(first[1]))
+    if record then
+      local sent = sent_ms_of(record)
+      if oldest < 0 or sent < oldest then
+        oldest = sent
+      end
+    else
+      candidates[#candidates + 1] = id
+    end
+  end
+end
 if first_expired[1] then
   candidates[#candidates + 1] = (split_member(first_expired[1]))
 end
@@ -132,4 +175,4 @@ if #candidates > 0 then
 end
 
 return {OK, now, settings, redis.call('HGETALL', stats), visible_n, inflight_n,
-  delayed_n, redis.call('HLEN', outbox), oldest, 0, 0}
+  delayed_n, redis.call('HLEN', outbox), oldest, 0, 0, noisy_n, visible_quiet, math.max(inflight_quiet, 0)}

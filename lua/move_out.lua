@@ -18,6 +18,9 @@
 -- KEYS[15] delayed (zset): ids of delayed messages by due time (FIFO queues: ids sent
 --          while the queue had a delay, by sent_ms)
 -- KEYS[16] inflight (zset): ids in flight (an id in the list may be, after a change of visibility)
+-- KEYS[17] tenants (hash): fair queues: group -> its messages in flight
+-- KEYS[18] group_of (hash): fair queues: id -> group, of grouped messages in flight
+-- KEYS[19] noisy (zset): fair queues: groups with messages set aside, by their messages in flight
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] max_messages (1-100)
@@ -51,6 +54,10 @@ local ready = KEYS[13]
 local waiting = KEYS[14]
 local delayed = KEYS[15]
 local inflight = KEYS[16]
+local tenants = KEYS[17]
+local group_of = KEYS[18]
+local noisy = KEYS[19]
+local fair_keys = {tenants = tenants, group_of = group_of, noisy = noisy}
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
   ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local now = clock(ARGV[1])
@@ -64,7 +71,7 @@ local RECLAIM_MAX = 100
 if max_messages == nil or token == '' then
   return fail(E_BAD_ARGUMENT, 'bad max_messages or token')
 end
-local settings = redis.call('HMGET', meta, 'events_max', 'ghosts', 'fifo', 'delay_ms', 'layout')
+local settings = redis.call('HMGET', meta, 'events_max', 'ghosts', 'fifo', 'delay_ms', 'layout', 'fair')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
@@ -79,7 +86,8 @@ local delay_ms = tonumber(settings[4]) or 0
 if settings[3] == '1' then
   fifo_reclaim(k, state, stats, events, events_max, now, delay_ms, RECLAIM_MAX)
 else
-  reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, RECLAIM_MAX)
+  reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, RECLAIM_MAX,
+    settings[6] == '1' and fair_keys or nil)
 end
 
 -- Into the outbox: the message leaves this queue (redriven: no receives yet).

@@ -16,6 +16,10 @@
 -- KEYS[14] attempts_at (zset): FIFO queues: attempt ids by when they lapse
 -- KEYS[15] dedup (hash): deduplication key -> the message it let in
 -- KEYS[16] dedup_at (zset): deduplication keys by when they lapse
+-- KEYS[17] tenants (hash): fair queues: group -> its messages in flight
+-- KEYS[18] group_of (hash): fair queues: id -> group, of grouped messages in flight
+-- KEYS[19] deferred (zset): fair queues: noisy groups' messages set aside
+-- KEYS[20] noisy (zset): fair queues: groups with messages set aside
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] interval_ms (0-86400000): refuse if the last purge was less than this ago
@@ -41,6 +45,10 @@ local attempts = KEYS[13]
 local attempts_at = KEYS[14]
 local dedup = KEYS[15]
 local dedup_at = KEYS[16]
+local tenants = KEYS[17]
+local group_of = KEYS[18]
+local deferred = KEYS[19]
+local noisy = KEYS[20]
 local now = clock(ARGV[1])
 local interval_ms = int_arg(ARGV[2], 0, 86400000)
 
@@ -63,8 +71,9 @@ if takes_inline(last[3]) and last[5] ~= '1' then
   -- Messages never received are in the list only: count every message by where it is.
   purged = redis.call('LLEN', visible) - (tonumber(last[4]) or 0) + redis.call('ZCARD', inflight)
     + redis.call('ZCARD', delayed)
+    + redis.call('ZCARD', deferred)
 end
 redis.call('UNLINK', visible, inflight, delayed, messages, state, origins, fifo, ordered, groups,
-  ready, waiting, attempts, attempts_at, dedup, dedup_at)
+  ready, waiting, attempts, attempts_at, dedup, dedup_at, tenants, group_of, deferred, noisy)
 redis.call('HSET', meta, 'ghosts', 0, 'purged_ms', now)
 return {OK, purged}

@@ -15,12 +15,22 @@
 -- KEYS[9] outbox (hash): id -> message leaving for the dead-letter queue
 -- KEYS[10] outbox_at (zset): outbox ids scored by when their move began (ms)
 -- KEYS[11] origins (hash): id -> queue a moved message came from
+-- KEYS[12] tenants (hash): fair queues: group -> its messages in flight
+-- KEYS[13] group_of (hash): fair queues: id -> group, of grouped messages in flight
+-- KEYS[14] deferred (zset): fair queues: "<group> <seq> <entry>", noisy groups' messages set aside
+-- KEYS[15] noisy (zset): fair queues: groups with messages set aside, by their messages in flight
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] max_messages (1-10)
 -- ARGV[3] visibility_ms (0-43200000, or -1 for the queue's timeout)
 -- ARGV[4] token (string, unguessable, made by the client): the receipts' secret
 -- ARGV[5] queue_name (string): recorded as the origin of dead-lettered messages
+--
+-- On a fair queue (see includes/common.lua) a message of a noisy group taken
+-- from the list is set aside in `deferred` (counted against the skip budget),
+-- and the messages set aside are handed out when the list has no other: first
+-- those of a group that is no longer noisy, else those of the noisy group
+-- with the fewest messages in flight.
 --
 -- Before handing out, it returns up to RECLAIM_MAX expired in-flight messages
 -- and up to RECLAIM_MAX due delayed messages to the visible list, and skips
@@ -48,6 +58,10 @@ local events = KEYS[8]
 local outbox = KEYS[9]
 local outbox_at = KEYS[10]
 local origins = KEYS[11]
+local tenants = KEYS[12]
+local group_of = KEYS[13]
+local deferred = KEYS[14]
+local noisy = KEYS[15]
 local now = clock(ARGV[1])
 local find, sub = string.find, string.sub
 local max_messages = int_arg(ARGV[2], 1, 10)
@@ -63,7 +77,7 @@ if max_messages == nil or visibility_ms == nil or token == '' then
   return fail(E_BAD_ARGUMENT, 'bad max_messages, visibility_ms or token')
 end
 local settings = redis.call('HMGET', meta, 'vis_ms', 'retention_ms', 'dlq',
-  'max_receives', 'inflight_limit', 'events_max', 'wait_ms', 'ghosts', 'layout')
+  'max_receives', 'inflight_limit', 'events_max', 'wait_ms', 'ghosts', 'layout', 'fair')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
@@ -86,6 +100,7 @@ local wait_ms = tonumber(settings[7]) or 0
 -- (hidden again by change_visibility): look each popped id up in flight.
 local check_inflight = (tonumber(settings[8]) or 0) > 0
 local inline = takes_inline(settings[9])
+local fair = settings[10] == '1' and {tenants = tenants, group_of = group_of, noisy = noisy} or nil
 
 local function next_due(include_delayed)
   local delay_due = nil
@@ -98,9 +113,10 @@ end
 
 -- Visibility timeouts that ran out: back to the head of the list; delays that
 -- fell due: visible, behind the messages already waiting.
-reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, RECLAIM_MAX)
+reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, RECLAIM_MAX, fair)
 
-local room = inflight_limit - redis.call('ZCARD', inflight)
+local held_n = redis.call('ZCARD', inflight)
+local room = inflight_limit - held_n
 if room <= 0 then
   return {E_OVER_LIMIT, next_due(false), wait_ms}
 end
@@ -124,11 +140,20 @@ local new_inflight = {}
 local new_records = {}
 local ghosts, dropped, redelivered = 0, 0, 0
 local taken = {}
-while want > 0 and skips > 0 do
-  local entries = redis.call('LPOP', visible, want)
-  if not entries then
-    break
+-- Fair queues: messages in flight by group (read once a call, then counted here), the groups
+-- this call handed messages of, and the messages it set aside.
+local held_by, handed, handed_list, new_groups, set_aside = {}, {}, {}, {}, {}
+local function held_of(group)
+  local n = held_by[group]
+  if n == nil then
+    n = tonumber(redis.call('HGET', tenants, group)) or 0
+    held_by[group] = n
   end
+  return n
+end
+
+-- Hand out (or skip, drop, dead-letter, set aside) a batch of entries as taken from the list.
+local function take(entries, may_defer)
   -- Inline records need no lookup; the ids' records and states are read in one call each.
   local ids, records, states, stored, inline_at = {}, {}, {}, {}, {}
   for i = 1, #entries do
@@ -170,6 +195,7 @@ while want > 0 and skips > 0 do
     -- A ghost: deleted while visible, an id whose message is in flight, or a
     -- second entry of an id this call already handled.
     local ghost = not record or (held and held[i]) or taken[id]
+    local group = fair and record and fair_group(record) or nil
     if not is_inline then
       taken[id] = true  -- an inline entry is its message's only one
     end
@@ -199,7 +225,23 @@ while want > 0 and skips > 0 do
       if evented then
         emit(events, events_max, now, 'dead_lettered', id, receive_count)
       end
+    elseif may_defer and group and is_noisy(held_of(group), held_n + received_n) then
+      -- Its group is noisy: set aside, behind the group's others.
+      set_aside[#set_aside + 1] = group
+      set_aside[#set_aside + 1] = entries[i]
+      skips = skips - 1
     else
+      if group then
+        do
+          held_by[group] = held_of(group) + 1
+          if not handed[group] then
+            handed[group] = true
+            handed_list[#handed_list + 1] = group
+          end
+          new_groups[#new_groups + 1] = id
+          new_groups[#new_groups + 1] = group
+        end
+      end
       receive_count = receive_count + 1
       if first_ms == 0 then
         first_ms, first_text = now, now_text
@@ -242,6 +284,69 @@ while want > 0 and skips > 0 do
         emit(events, events_max, now, 'received', id, receive_count, visibility_ms)
       end
     end
+  end
+end
+
+-- The messages set aside of one group (the head of `noisy`): up to `want` of them.
+local function take_deferred(group)
+  local low, high = group_range(group)
+  local members = redis.call('ZRANGEBYLEX', deferred, low, high, 'LIMIT', 0, want)
+  if #members == 0 then
+    redis.call('ZREM', noisy, group)  -- its backlog is drained: no longer set apart
+    return false
+  end
+  redis.call('ZREM', deferred, unpack(members))
+  local entries = {}
+  for j = 1, #members do
+    entries[j] = deferred_entry(members[j])
+  end
+  take(entries, false)
+  return true
+end
+
+-- A group set apart that is no longer noisy: its messages, the oldest, go first.
+if fair then
+  local head = redis.call('ZRANGE', noisy, 0, 0)
+  if head[1] and not is_noisy(held_of(head[1]), held_n) then
+    take_deferred(head[1])
+  end
+end
+while want > 0 and skips > 0 do
+  local entries = redis.call('LPOP', visible, want)
+  if not entries then
+    break
+  end
+  take(entries, fair ~= nil)
+end
+-- What this call set aside joins `deferred` before anything is taken from there.
+if #set_aside > 0 then
+  local seq = redis.call('HINCRBY', meta, 'deferred_seq', #set_aside / 2) - #set_aside / 2
+  local members, scores = {}, {}
+  for j = 1, #set_aside, 2 do
+    seq = seq + 1
+    members[#members + 1] = 0
+    members[#members + 1] = set_aside[j] .. ' ' .. string.format('%016d', seq) .. ' ' .. set_aside[j + 1]
+    scores[#scores + 1] = held_of(set_aside[j])
+    scores[#scores + 1] = set_aside[j]
+  end
+  redis.call('ZADD', deferred, unpack(members))
+  redis.call('ZADD', noisy, unpack(scores))
+end
+-- No other message: those set aside, of the group with the fewest in flight first.
+if fair and want > 0 then
+  for _ = 1, 3 do
+    local head = redis.call('ZRANGE', noisy, 0, 0)
+    if want <= 0 or not head[1] or (take_deferred(head[1]) and want > 0 and skips <= 0) then
+      break
+    end
+  end
+end
+if #new_groups > 0 then
+  redis.call('HSET', group_of, unpack(new_groups))
+  for j = 1, #handed_list do
+    local group = handed_list[j]
+    redis.call('HSET', tenants, group, held_by[group])
+    redis.call('ZADD', noisy, 'XX', held_by[group], group)
   end
 end
 

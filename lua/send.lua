@@ -38,7 +38,7 @@ local count = int_arg(ARGV[3], 1, 10)
 if count == nil or #ARGV ~= 3 + 5 * count then
   return fail(E_BAD_ARGUMENT, 'send takes 1 to 10 messages of 5 arguments')
 end
-local settings = redis.call('HMGET', meta, 'delay_ms', 'max_size', 'events_max', 'layout')
+local settings = redis.call('HMGET', meta, 'delay_ms', 'max_size', 'events_max', 'layout', 'fair')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
@@ -54,6 +54,8 @@ local inline = takes_inline(settings[4])
 local delays = {}
 local deduplicating = false
 local too_long = false
+-- A payload with a group starts "f": the queue becomes fair (see includes/common.lua).
+local grouped = false
 for i = 1, count do
   local base = 5 * i - 1
   local delay, size = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
@@ -70,6 +72,9 @@ for i = 1, count do
   end
   if ARGV[base + 4] ~= '' then
     deduplicating = true
+  end
+  if string.byte(ARGV[base + 3], 1) == 102 then
+    grouped = true
   end
 end
 
@@ -148,6 +153,9 @@ if #records > 0 then
 end
 if sent > 0 then
   redis.call('HINCRBY', stats, 'sent', sent)
+  if grouped and settings[5] ~= '1' then
+    redis.call('HSET', meta, 'fair', '1')
+  end
 end
 if duplicates > 0 then
   redis.call('HINCRBY', stats, 'deduplicated', duplicates)

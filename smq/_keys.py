@@ -48,6 +48,11 @@ KINDS = (
     "attempts",  # hash: receive request attempt id -> "<token> <id> ..."
     "attempts_at",  # zset: attempt ids by when they lapse (ms)
     "deleted",  # string: when a queue of this name was deleted (ms); lapses after 60 s
+    # Fair queues: standard queues with grouped messages (see lua/includes/common.lua):
+    "tenants",  # hash: group -> its messages in flight
+    "group_of",  # hash: id -> group, of grouped messages in flight
+    "deferred",  # zset, score 0: "<group> <seq> <visible entry>", noisy groups' messages set aside
+    "noisy",  # zset: groups with messages set aside, by their messages in flight
 )
 
 
@@ -86,6 +91,10 @@ class QueueKeys:
     attempts: str
     attempts_at: str
     deleted: str
+    tenants: str
+    group_of: str
+    deferred: str
+    noisy: str
     wake_channel: str
 
     @classmethod

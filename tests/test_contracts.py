@@ -111,7 +111,7 @@ def test_counters_kept_by_scripts_are_the_documented_ones() -> None:
 def test_meta_fields_read_by_scripts_are_written_by_the_config() -> None:
     written = set(smq.QueueConfig().to_meta()) | set(smq.QueueConfig(fifo_queue=True).to_meta())
     # Written by the scripts themselves (dedup_by: set_attributes, at a scope switch).
-    written |= {"created_ms", "modified_ms", "ghosts", "fifo_seq", "purged_ms", "dedup_by", "layout"}
+    written |= {"created_ms", "modified_ms", "ghosts", "fifo_seq", "purged_ms", "dedup_by", "layout", "fair"}
     read = set()
     for name in SCRIPTS:
         for call in re.findall(r"H(?:M?GET)', meta, ([^)]*)\)", _body(name)):

@@ -232,10 +232,81 @@ local function moves_need_recovery(outbox_at, now, stale_ms)
   return 0
 end
 
+-- Fair queues (standard queues whose messages carry a MessageGroupId: the
+-- tenant). Once a grouped message was sent, meta 'fair' is '1' and:
+--   tenants (hash): group -> its messages in flight (no field at 0)
+--   group_of (hash): id -> group, of grouped messages in flight
+--   deferred (zset, every score 0): "<group> <seq> <visible entry>", messages a
+--     receive took out of `visible` while their group was noisy, each group's
+--     in the order taken (seq: 16 digits, per queue); a lex range over
+--     "<group> " is one group's (group ids hold no space, see fifo.lua)
+--   noisy (zset): groups with messages in `deferred`, scored by their messages
+--     in flight, so that the one with the fewest comes first
+-- A group is noisy while it holds at least NOISY_MIN messages in flight and
+-- more than NOISY_SHARE of the queue's. A queue with no grouped message does
+-- none of this.
+local NOISY_MIN = 30
+local NOISY_SHARE = 0.1
+
+local function is_noisy(held, total_inflight)
+  return held >= NOISY_MIN and held > NOISY_SHARE * total_inflight
+end
+
+-- The MessageGroupId of a message record (its payload starts "f<n>:<group>"),
+-- or nil; reads the record's head only.
+local function fair_group(record)
+  local bar = string.find(record, '|', 1, true)
+  if not bar or string.byte(record, bar + 1) ~= 102 then  -- 'f'
+    return nil
+  end
+  local colon = string.find(record, ':', bar + 2, true)
+  local n = colon and tonumber(string.sub(record, bar + 2, colon - 1))
+  if not n then
+    return nil
+  end
+  return string.sub(record, colon + 1, colon + n)
+end
+
+-- The visible entry at the end of a `deferred` member.
+local function deferred_entry(member)
+  local first = string.find(member, ' ', 1, true)
+  return string.sub(member, string.find(member, ' ', first + 1, true) + 1)
+end
+
+-- Ids that left flight (deleted, timed out, made visible): their groups hold
+-- one message fewer in flight. f = {tenants = .., group_of = .., noisy = ..}.
+local function release_groups(f, ids)
+  if #ids == 0 then
+    return
+  end
+  local found = redis.call('HMGET', f.group_of, unpack(ids))
+  local fewer, any = {}, false
+  for i = 1, #ids do
+    local group = found[i]
+    if group then
+      fewer[group] = (fewer[group] or 0) + 1
+      any = true
+    end
+  end
+  if not any then
+    return
+  end
+  redis.call('HDEL', f.group_of, unpack(ids))
+  for group, n in pairs(fewer) do
+    local left = redis.call('HINCRBY', f.tenants, group, -n)
+    if left <= 0 then
+      redis.call('HDEL', f.tenants, group)
+      left = 0
+    end
+    redis.call('ZADD', f.noisy, 'XX', left, group)
+  end
+end
+
 -- Standard queues: up to `max` visibility timeouts that ran out go back to
 -- the head of `visible`, then up to `max` delays that fell due join its tail.
--- Every script that takes from `visible` runs it first.
-local function reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, max)
+-- Every script that takes from `visible` runs it first. `fair`: the keys of a
+-- fair queue (see above), or nil.
+local function reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, max, fair)
   local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, max)
   if #expired > 0 then
     redis.call('ZREM', inflight, unpack(expired))
@@ -251,6 +322,9 @@ local function reclaim_visible(visible, inflight, delayed, state, stats, events,
     end
     if #carried > 0 then
       redis.call('HSET', state, unpack(carried))
+    end
+    if fair then
+      release_groups(fair, ids)
     end
     redis.call('LPUSH', visible, unpack(ids))
     redis.call('HINCRBY', stats, 'visibility_expired', #expired)
