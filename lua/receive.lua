@@ -304,11 +304,15 @@ local function take_deferred(group)
   return true
 end
 
--- A group set apart that is no longer noisy: its messages, the oldest, go first.
+-- A group set apart that is no longer noisy, or that sent nothing for SENT_QUIET_MS: its
+-- messages, the oldest, go first.
 if fair then
   local head = redis.call('ZRANGE', noisy, 0, 0)
-  if head[1] and not is_noisy(held_of(head[1]), held_n) then
-    take_deferred(head[1])
+  if head[1] then
+    local sent_ms = tonumber(redis.call('HGET', tenants, ' s ' .. head[1]))
+    if not is_noisy(held_of(head[1]), held_n) or (sent_ms and now - sent_ms >= SENT_QUIET_MS) then
+      take_deferred(head[1])
+    end
   end
 end
 while want > 0 and skips > 0 do

@@ -12,6 +12,7 @@
 -- KEYS[6] events (stream): lifecycle events
 -- KEYS[7] dedup (hash): deduplication id -> id of the message it let in
 -- KEYS[8] dedup_at (zset): deduplication ids by when they lapse (ms)
+-- KEYS[9] tenants (hash): fair queues: " s <group>" -> when the group last sent (ms)
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] wake_channel (string): Pub/Sub channel that wakes long polls
@@ -31,6 +32,7 @@ local stats = KEYS[5]
 local events = KEYS[6]
 local dedup = KEYS[7]
 local dedup_at = KEYS[8]
+local tenants = KEYS[9]
 local now = clock(ARGV[1])
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)
@@ -153,8 +155,22 @@ if #records > 0 then
 end
 if sent > 0 then
   redis.call('HINCRBY', stats, 'sent', sent)
-  if grouped and settings[5] ~= '1' then
-    redis.call('HSET', meta, 'fair', '1')
+  if grouped then
+    if settings[5] ~= '1' then
+      redis.call('HSET', meta, 'fair', '1')
+    end
+    -- When each group last sent: a noisy group quiet for SENT_QUIET_MS is noisy no more.
+    local last = {}
+    for i = 1, count do
+      local payload = ARGV[5 * i + 2]
+      if string.byte(payload, 1) == 102 then
+        local colon = string.find(payload, ':', 2, true)
+        local n = tonumber(string.sub(payload, 2, colon - 1))
+        last[#last + 1] = ' s ' .. string.sub(payload, colon + 1, colon + n)
+        last[#last + 1] = now
+      end
+    end
+    redis.call('HSET', tenants, unpack(last))
   end
 end
 if duplicates > 0 then

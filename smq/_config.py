@@ -429,6 +429,13 @@ class QueueInfo:
         counters: Fleet-wide counters kept by the scripts (sent, received, ...).
         groups: FIFO: message groups with messages stored (0 on a standard queue).
         groups_in_flight: FIFO: groups locked by messages in flight.
+        noisy_groups: Standard queues with message groups (fair queues): groups
+            noisy now, whose visible messages wait while other groups' are
+            visible (SQS's ApproximateNumberOfNoisyGroups metric).
+        visible_in_quiet_groups: Messages ready to be received outside noisy
+            groups (ApproximateNumberOfMessagesVisibleInQuietGroups).
+        in_flight_in_quiet_groups: Messages in flight outside noisy groups
+            (ApproximateNumberOfMessagesNotVisibleInQuietGroups).
     """
 
     name: str
@@ -443,6 +450,9 @@ class QueueInfo:
     counters: Mapping[str, int]
     groups: int = 0
     groups_in_flight: int = 0
+    noisy_groups: int = 0
+    visible_in_quiet_groups: int = 0
+    in_flight_in_quiet_groups: int = 0
 
 
 COUNTERS = (

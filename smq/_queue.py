@@ -642,6 +642,9 @@ class Queue:
             counters=counters,
             groups=reply[9],
             groups_in_flight=reply[10],
+            noisy_groups=reply[11] if len(reply) > 11 else 0,
+            visible_in_quiet_groups=reply[12] if len(reply) > 11 else reply[4],
+            in_flight_in_quiet_groups=reply[13] if len(reply) > 11 else reply[5],
         )
 
     def peek(self, state: str = "visible", *, limit: int = 10, offset: int = 0) -> list[PeekedMessage]:

@@ -297,6 +297,9 @@ def attributes(queue: Queue, shards: Sequence[Queue]) -> QueueInfo:
         counters=counters,
         groups=sum(info.groups for info in infos),
         groups_in_flight=sum(info.groups_in_flight for info in infos),
+        noisy_groups=sum(info.noisy_groups for info in infos),
+        visible_in_quiet_groups=sum(info.visible_in_quiet_groups for info in infos),
+        in_flight_in_quiet_groups=sum(info.in_flight_in_quiet_groups for info in infos),
     )
 
 

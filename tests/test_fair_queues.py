@@ -136,3 +136,20 @@ def test_set_aside_messages_are_counted_purged_and_deleted_with_the_queue(client
     assert not any(
         r.exists(getattr(queue.keys, kind)) for kind in ("tenants", "group_of", "deferred", "noisy")
     )
+
+
+@pytest.mark.parametrize("client", BACKENDS, indirect=True)
+def test_a_noisy_group_that_sent_nothing_for_5_minutes_is_set_apart_no_more(
+    client: smq.Client, clock: Clock
+) -> None:
+    queue = client.create_queue("silent", visibility_timeout=3600)
+    _send(queue, "noisy", 60, "n")
+    _hold(queue, 40)
+    _send(queue, "quiet", 2, "q")
+    assert [m.body for m in queue.receive(1)] == ["q0"]  # 20 of the noisy group's set aside
+    clock.advance(299)
+    _send(queue, "quiet", 2, "r")
+    assert [m.body for m in queue.receive(1)] == ["q1"]  # still noisy: it sent 299 s ago
+    clock.advance(2)
+    # Five minutes without a send from it: its messages set aside go out first, oldest first.
+    assert [m.body for m in queue.receive(2)] == ["n40", "n41"]

@@ -247,6 +247,9 @@ end
 -- none of this.
 local NOISY_MIN = 30
 local NOISY_SHARE = 0.1
+-- A group that sent nothing for this long is not set apart any more (its
+-- messages set aside go out as any other's); tenants keeps " s <group>" -> ms.
+local SENT_QUIET_MS = 300000
 
 local function is_noisy(held, total_inflight)
   return held >= NOISY_MIN and held > NOISY_SHARE * total_inflight
@@ -295,7 +298,7 @@ local function release_groups(f, ids)
   for group, n in pairs(fewer) do
     local left = redis.call('HINCRBY', f.tenants, group, -n)
     if left <= 0 then
-      redis.call('HDEL', f.tenants, group)
+      redis.call('HDEL', f.tenants, group, ' s ' .. group)
       left = 0
     end
     redis.call('ZADD', f.noisy, 'XX', left, group)

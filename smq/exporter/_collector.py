@@ -193,6 +193,16 @@ def _queue_families(snapshot: _Snapshot, deprecated_names: bool = False) -> Iter
         "smq_queue_message_groups_in_flight",
         "FIFO: message groups with a message in flight (no other message of the group is handed out).",
     )
+    # Standard queues whose messages carry group ids (fair queues), as SQS's metrics of the name.
+    noisy = gauge("smq_queue_noisy_groups", "Fair queues: message groups noisy now (their messages wait).")
+    visible_quiet = gauge(
+        "smq_queue_messages_visible_in_quiet_groups",
+        "Fair queues: messages ready to be received, outside noisy groups.",
+    )
+    in_flight_quiet = gauge(
+        "smq_queue_messages_in_flight_in_quiet_groups",
+        "Fair queues: messages in flight, outside noisy groups.",
+    )
     counters = {
         counter: CounterMetricFamily(name, help_text, labels=["queue"])
         for counter, (name, help_text) in COUNTER_METRICS.items()
@@ -221,9 +231,13 @@ def _queue_families(snapshot: _Snapshot, deprecated_names: bool = False) -> Iter
         if config.fifo_queue:
             groups.add_metric(label, info.groups)
             groups_in_flight.add_metric(label, info.groups_in_flight)
+        else:
+            noisy.add_metric(label, info.noisy_groups)
+            visible_quiet.add_metric(label, info.visible_in_quiet_groups)
+            in_flight_quiet.add_metric(label, info.in_flight_in_quiet_groups)
     yield from (visible, in_flight, delayed, moving, oldest, dead, limit, used)
     yield from settings.values()
-    yield from (max_receives, groups, groups_in_flight)
+    yield from (max_receives, groups, groups_in_flight, noisy, visible_quiet, in_flight_quiet)
     if deprecated_names:
         yield old_max_receives
     yield from counters.values()
