@@ -46,6 +46,7 @@ import base64
 import os
 import secrets
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any
@@ -56,7 +57,7 @@ from _harness import Options, Run, redis_server
 import smq
 from smq._ids import new_ids
 from smq._message import encode_payload
-from smq._scripts import sources
+from smq._scripts import _definitions, _prelude_for, sources
 from smq.embedded import EmbeddedRedis
 
 BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
@@ -414,6 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=20000, help="messages drained per variant and round")
     parser.add_argument("--calls", type=int, default=5000, help="EVALSHA per script of the price list")
     parser.add_argument("--memory-n", type=int, default=200000)
+    parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also smq's send, receive and delete as at git revision REV (their keys a prefix of today's)",
+    )
     args = parser.parse_args(argv)
     bench = Run(__file__, args, argv)
 
@@ -437,10 +443,34 @@ def main(argv: list[str] | None = None) -> int:
             (1, 3, 1),
         ),
     }
+    if args.before:
+        old = scripts_at(args.before)
+        variants[f"smq at {args.before}"] = (old["send"], old["receive"], old["delete"], (6, 4, 0))
     with redis_server(args.redis_server, tcp=False) as server:
         rounds, memory, version = run(server, variants, args, bench)
     report(rounds, memory, version, variants, args, bench)
     return 0
+
+
+def scripts_at(rev: str) -> dict[str, str]:
+    """smq's send, receive and delete as git revision ``rev`` had them, each with the helpers of
+    that revision's includes it uses (as ``smq._scripts`` builds them)."""
+
+    def show(path: str) -> str:
+        return subprocess.run(
+            ["git", "show", f"{rev}:{path}"], capture_output=True, text=True, check=True
+        ).stdout
+
+    names = subprocess.run(
+        ["git", "ls-tree", "--name-only", f"{rev}:lua/includes"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    prelude = "".join(show(f"lua/includes/{name}") + "\n" for name in sorted(names) if name.endswith(".lua"))
+    definitions = _definitions(prelude)
+    found = {}
+    for name in ("send", "receive", "delete"):
+        body = show(f"lua/{name}.lua")
+        found[name] = _prelude_for(body, definitions) + body
+    return found
 
 
 def run(

@@ -142,7 +142,10 @@ local ghosts, dropped, redelivered = 0, 0, 0
 local taken = {}
 -- Fair queues: messages in flight by group (read once a call, then counted here), the groups
 -- this call handed messages of, and the messages it set aside.
-local held_by, handed, handed_list, new_groups, set_aside = {}, {}, {}, {}, {}
+local held_by, handed, handed_list, new_groups, set_aside
+if fair then
+  held_by, handed, handed_list, new_groups, set_aside = {}, {}, {}, {}, {}
+end
 local function held_of(group)
   local n = held_by[group]
   if n == nil then
@@ -323,7 +326,7 @@ while want > 0 and skips > 0 do
   take(entries, fair ~= nil)
 end
 -- What this call set aside joins `deferred` before anything is taken from there.
-if #set_aside > 0 then
+if fair and #set_aside > 0 then
   local seq = redis.call('HINCRBY', meta, 'deferred_seq', #set_aside / 2) - #set_aside / 2
   local members, scores = {}, {}
   for j = 1, #set_aside, 2 do
@@ -345,7 +348,7 @@ if fair and want > 0 then
     end
   end
 end
-if #new_groups > 0 then
+if fair and #new_groups > 0 then
   redis.call('HSET', group_of, unpack(new_groups))
   for j = 1, #handed_list do
     local group = handed_list[j]
