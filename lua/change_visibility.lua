@@ -50,7 +50,6 @@ local messages = KEYS[13]
 local tenants = KEYS[14]
 local group_of = KEYS[15]
 local noisy = KEYS[16]
-local fair_keys = {tenants = tenants, group_of = group_of, noisy = noisy}
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
   ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local now = clock(ARGV[1])
@@ -129,9 +128,9 @@ for i = 1, count do
         local group = fair and not is_fifo and fair_group(redis.call('HGET', messages, id) or '')
         if group then
           -- In flight again: its group holds one more.
-          redis.call('HSET', fair_keys.group_of, id, group)
-          local held = redis.call('HINCRBY', fair_keys.tenants, group, 1)
-          redis.call('ZADD', fair_keys.noisy, 'XX', held, group)
+          redis.call('HSET', group_of, id, group)
+          local held = redis.call('HINCRBY', tenants, group, 1)
+          redis.call('ZADD', noisy, 'XX', held, group)
         end
         sooner = sooner + 1  -- waiting long polls learn of the new expiry
       end
@@ -145,7 +144,7 @@ for i = 1, count do
           redis.call('HSET', state, id, current)
         end
         if fair and not is_fifo then
-          release_groups(fair_keys, {id})
+          release_groups({tenants = tenants, group_of = group_of, noisy = noisy}, {id})
         end
         if is_fifo then
           local info = redis.call('HGET', k.fifo, id)

@@ -49,7 +49,6 @@ local delayed = KEYS[13]
 local tenants = KEYS[14]
 local group_of = KEYS[15]
 local noisy = KEYS[16]
-local fair_keys = {tenants = tenants, group_of = group_of, noisy = noisy}
 local wake_channel = ARGV[2]
 local count = int_arg(ARGV[3], 1, 10)
 
@@ -206,7 +205,7 @@ elseif #doomed > 0 then
   -- Ids deleted but not in flight are visible again: ghosts in the list.
   local ghosts = #doomed - redis.call('ZREM', inflight, unpack(doomed_members))
   if settings[6] == '1' then
-    release_groups(fair_keys, doomed)
+    release_groups({tenants = tenants, group_of = group_of, noisy = noisy}, doomed)
   end
   redis.call('HDEL', messages, unpack(doomed))
   if doomed_stated > 0 then

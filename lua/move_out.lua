@@ -57,7 +57,6 @@ local inflight = KEYS[16]
 local tenants = KEYS[17]
 local group_of = KEYS[18]
 local noisy = KEYS[19]
-local fair_keys = {tenants = tenants, group_of = group_of, noisy = noisy}
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
   ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local now = clock(ARGV[1])
@@ -87,7 +86,7 @@ if settings[3] == '1' then
   fifo_reclaim(k, state, stats, events, events_max, now, delay_ms, RECLAIM_MAX)
 else
   reclaim_visible(visible, inflight, delayed, state, stats, events, events_max, now, RECLAIM_MAX,
-    settings[6] == '1' and fair_keys or nil)
+    settings[6] == '1' and {tenants = tenants, group_of = group_of, noisy = noisy} or nil)
 end
 
 -- Into the outbox: the message leaves this queue (redriven: no receives yet).

@@ -146,7 +146,7 @@ local held_by, handed, handed_list, new_groups, set_aside
 if fair then
   held_by, handed, handed_list, new_groups, set_aside = {}, {}, {}, {}, {}
 end
-local function held_of(group)
+local held_of = fair and function(group)
   local n = held_by[group]
   if n == nil then
     n = tonumber(redis.call('HGET', tenants, group)) or 0
@@ -155,178 +155,27 @@ local function held_of(group)
   return n
 end
 
--- Hand out (or skip, drop, dead-letter, set aside) a batch of entries as taken from the list.
-local function take(entries, may_defer)
-  -- Inline records need no lookup; the ids' records and states are read in one call each.
-  local ids, records, states, stored, inline_at = {}, {}, {}, {}, {}
-  for i = 1, #entries do
-    local entry = entries[i]
-    local bar = find(entry, '|', 1, true)
-    if bar then
-      ids[i], records[i] = sub(entry, 1, bar - 1), sub(entry, bar + 1)
-      inline_at[i] = true
-    else
-      ids[i], records[i] = entry, false
-      stored[#stored + 1] = entry
-    end
-  end
-  if #stored == #entries then
-    records = redis.call('HMGET', messages, unpack(ids))
-    states = redis.call('HMGET', state, unpack(ids))
-  elseif #stored > 0 then
-    local found = redis.call('HMGET', messages, unpack(stored))
-    local found_states = redis.call('HMGET', state, unpack(stored))
-    local j = 0
-    for i = 1, #entries do
-      if not records[i] then
-        j = j + 1
-        records[i], states[i] = found[j], found_states[j]
-      end
-    end
-  end
-  local held = check_inflight and redis.call('ZMSCORE', inflight, unpack(ids))
-  for i = 1, #ids do
-    local id = ids[i]
-    local record = records[i]
-    local is_inline = inline_at[i]
-    local receive_count, first_ms, first_text = 0, 0, nil
-    if states[i] then
-      local count
-      count, first_text = string.match(states[i], '^[^|]*|(%d+)|(%d+)|')
-      receive_count, first_ms = tonumber(count), tonumber(first_text)
-    end
-    -- A ghost: deleted while visible, an id whose message is in flight, or a
-    -- second entry of an id this call already handled.
-    local ghost = not record or (held and held[i]) or taken[id]
-    local group = fair and record and fair_group(record) or nil
-    if not is_inline then
-      taken[id] = true  -- an inline entry is its message's only one
-    end
-    if ghost then
-      ghosts = ghosts + 1
-      skips = skips - 1
-    elseif now - tonumber(sub(record, 1, find(record, '|', 1, true) - 1)) >= retention_ms then
-      if not is_inline then
-        redis.call('HDEL', messages, id)
-        redis.call('HDEL', state, id)
-        redis.call('HDEL', origins, id)
-      end
-      dropped = dropped + 1
-      skips = skips - 1
-      if evented then
-        emit(events, events_max, now, 'retention_expired', id, receive_count)
-      end
-    elseif dlq ~= '' and max_receives > 0 and receive_count >= max_receives then
-      local entry = dead_letter_out(outbox, outbox_at, now, id, token, dlq, queue_name,
-        receive_count, first_ms, record)
-      redis.call('HDEL', messages, id)
-      redis.call('HDEL', state, id)
-      redis.call('HDEL', origins, id)
-      moved[#moved + 1] = id
-      moved[#moved + 1] = entry
-      skips = skips - 1
-      if evented then
-        emit(events, events_max, now, 'dead_lettered', id, receive_count)
-      end
-    elseif may_defer and group and is_noisy(held_of(group), held_n + received_n) then
-      -- Its group is noisy: set aside, behind the group's others.
-      set_aside[#set_aside + 1] = group
-      set_aside[#set_aside + 1] = entries[i]
-      skips = skips - 1
-    else
-      if group then
-        do
-          held_by[group] = held_of(group) + 1
-          if not handed[group] then
-            handed[group] = true
-            handed_list[#handed_list + 1] = group
-          end
-          new_groups[#new_groups + 1] = id
-          new_groups[#new_groups + 1] = group
-        end
-      end
-      receive_count = receive_count + 1
-      if first_ms == 0 then
-        first_ms, first_text = now, now_text
-      end
-      local at = 2 * received_n
-      new_inflight[at + 1] = expiry_text
-      if is_inline and inline then
-        -- A first receive of an inline record (receive_count 1): the state goes in the
-        -- member, the record leaves the list for `messages`. Only an inline entry: it is its
-        -- message's only entry in the list, so no ghost of the id can be taken while the
-        -- member, which a ZMSCORE of ids does not find, is in flight.
-        new_inflight[at + 2] = id .. ':' .. first_token
-        new_records[#new_records + 1] = id
-        new_records[#new_records + 1] = record
-      else
-        new_inflight[at + 2] = id
-        if is_inline then
-          -- An inline entry in a queue of layout 1: not a form these scripts write there.
-          new_records[#new_records + 1] = id
-          new_records[#new_records + 1] = record
-        end
-        -- The state format_state writes: "<token>|<receive_count>|<first_ms>|<receive_ms>".
-        -- A number formatted in Lua costs a sprintf: the first receive's count is a constant.
-        -- Every first receive's receipt token ends in first_suffix (layout 2), in a member or here.
-        new_states[#new_states + 1] = id
-        new_states[#new_states + 1] = (receive_count == 1 and first_token .. '|1|'
-          or token .. '|' .. tostring(receive_count) .. '|') .. first_text .. '|' .. now_text
-      end
-      at = 6 + 4 * received_n
-      received[at + 1] = id
-      received[at + 2] = record
-      received[at + 3] = receive_count
-      received[at + 4] = first_ms
-      received_n = received_n + 1
-      want = want - 1
-      if receive_count > 1 then
-        redelivered = redelivered + 1
-      end
-      if evented then
-        emit(events, events_max, now, 'received', id, receive_count, visibility_ms)
-      end
-    end
-  end
-end
-
--- The messages set aside of one group (the head of `noisy`): up to `want` of them.
-local function take_deferred(group)
+-- The messages set aside of one group, up to `want`, out of `deferred`; nil when it has none
+-- left (it is set apart no more).
+local deferred_of = fair and function(group)
   local low, high = group_range(group)
   local members = redis.call('ZRANGEBYLEX', deferred, low, high, 'LIMIT', 0, want)
   if #members == 0 then
-    redis.call('ZREM', noisy, group)  -- its backlog is drained: no longer set apart
-    return false
+    redis.call('ZREM', noisy, group)
+    return nil
   end
   redis.call('ZREM', deferred, unpack(members))
-  local entries = {}
   for j = 1, #members do
-    entries[j] = deferred_entry(members[j])
+    members[j] = deferred_entry(members[j])
   end
-  take(entries, false)
-  return true
+  return members
 end
 
--- A group set apart that is no longer noisy, or that sent nothing for SENT_QUIET_MS: its
--- messages, the oldest, go first.
-if fair then
-  local head = redis.call('ZRANGE', noisy, 0, 0)
-  if head[1] then
-    local sent_ms = tonumber(redis.call('HGET', tenants, ' s ' .. head[1]))
-    if not is_noisy(held_of(head[1]), held_n) or (sent_ms and now - sent_ms >= SENT_QUIET_MS) then
-      take_deferred(head[1])
-    end
+-- What this call set aside joins `deferred`, behind each group's earlier messages.
+local keep_set_aside = fair and function()
+  if #set_aside == 0 then
+    return
   end
-end
-while want > 0 and skips > 0 do
-  local entries = redis.call('LPOP', visible, want)
-  if not entries then
-    break
-  end
-  take(entries, fair ~= nil)
-end
--- What this call set aside joins `deferred` before anything is taken from there.
-if fair and #set_aside > 0 then
   local seq = redis.call('HINCRBY', meta, 'deferred_seq', #set_aside / 2) - #set_aside / 2
   local members, scores = {}, {}
   for j = 1, #set_aside, 2 do
@@ -338,15 +187,182 @@ if fair and #set_aside > 0 then
   end
   redis.call('ZADD', deferred, unpack(members))
   redis.call('ZADD', noisy, unpack(scores))
+  set_aside = {}
 end
--- No other message: those set aside, of the group with the fewest in flight first.
-if fair and want > 0 then
-  for _ = 1, 3 do
+
+-- Where entries come from, in turn: on a fair queue first a group set apart that is no longer
+-- noisy, or sent nothing for SENT_QUIET_MS (its messages are the oldest); then the list; then,
+-- when the list has no more, the messages set aside, of the group with the fewest in flight
+-- first (at most ASIDE_TRIES groups a call).
+local ASIDE_TRIES = 3
+local phase = fair and 'first' or 'list'
+local aside_tries = 0
+while want > 0 and skips > 0 do
+  local entries
+  local may_defer = false
+  if phase == 'list' then
+    entries = redis.call('LPOP', visible, want)
+    may_defer = fair ~= nil
+    if not entries then
+      if not fair then
+        break
+      end
+      phase = 'aside'
+      keep_set_aside()  -- before anything is taken from there
+    end
+  elseif phase == 'first' then
+    phase = 'list'
     local head = redis.call('ZRANGE', noisy, 0, 0)
-    if want <= 0 or not head[1] or (take_deferred(head[1]) and want > 0 and skips <= 0) then
+    if head[1] then
+      local sent_ms = tonumber(redis.call('HGET', tenants, ' s ' .. head[1]))
+      if not is_noisy(held_of(head[1]), held_n) or (sent_ms and now - sent_ms >= SENT_QUIET_MS) then
+        entries = deferred_of(head[1])
+      end
+    end
+  else
+    aside_tries = aside_tries + 1
+    local head = aside_tries <= ASIDE_TRIES and redis.call('ZRANGE', noisy, 0, 0) or {}
+    if not head[1] then
       break
     end
+    entries = deferred_of(head[1])
   end
+  if entries then
+    -- Inline records need no lookup; the ids' records and states are read in one call each.
+    local ids, records, states, stored, inline_at = {}, {}, {}, {}, {}
+    for i = 1, #entries do
+      local entry = entries[i]
+      local bar = find(entry, '|', 1, true)
+      if bar then
+        ids[i], records[i] = sub(entry, 1, bar - 1), sub(entry, bar + 1)
+        inline_at[i] = true
+      else
+        ids[i], records[i] = entry, false
+        stored[#stored + 1] = entry
+      end
+    end
+    if #stored == #entries then
+      records = redis.call('HMGET', messages, unpack(ids))
+      states = redis.call('HMGET', state, unpack(ids))
+    elseif #stored > 0 then
+      local found = redis.call('HMGET', messages, unpack(stored))
+      local found_states = redis.call('HMGET', state, unpack(stored))
+      local j = 0
+      for i = 1, #entries do
+        if not records[i] then
+          j = j + 1
+          records[i], states[i] = found[j], found_states[j]
+        end
+      end
+    end
+    local held = check_inflight and redis.call('ZMSCORE', inflight, unpack(ids))
+    for i = 1, #ids do
+      local id = ids[i]
+      local record = records[i]
+      local is_inline = inline_at[i]
+      local receive_count, first_ms, first_text = 0, 0, nil
+      if states[i] then
+        local count
+        count, first_text = string.match(states[i], '^[^|]*|(%d+)|(%d+)|')
+        receive_count, first_ms = tonumber(count), tonumber(first_text)
+      end
+      -- A ghost: deleted while visible, an id whose message is in flight, or a
+      -- second entry of an id this call already handled.
+      local ghost = not record or (held and held[i]) or taken[id]
+      local group = fair and record and fair_group(record) or nil
+      if not is_inline then
+        taken[id] = true  -- an inline entry is its message's only one
+      end
+      if ghost then
+        ghosts = ghosts + 1
+        skips = skips - 1
+      elseif now - tonumber(sub(record, 1, find(record, '|', 1, true) - 1)) >= retention_ms then
+        if not is_inline then
+          redis.call('HDEL', messages, id)
+          redis.call('HDEL', state, id)
+          redis.call('HDEL', origins, id)
+        end
+        dropped = dropped + 1
+        skips = skips - 1
+        if evented then
+          emit(events, events_max, now, 'retention_expired', id, receive_count)
+        end
+      elseif dlq ~= '' and max_receives > 0 and receive_count >= max_receives then
+        local entry = dead_letter_out(outbox, outbox_at, now, id, token, dlq, queue_name,
+          receive_count, first_ms, record)
+        redis.call('HDEL', messages, id)
+        redis.call('HDEL', state, id)
+        redis.call('HDEL', origins, id)
+        moved[#moved + 1] = id
+        moved[#moved + 1] = entry
+        skips = skips - 1
+        if evented then
+          emit(events, events_max, now, 'dead_lettered', id, receive_count)
+        end
+      elseif may_defer and group and is_noisy(held_of(group), held_n + received_n) then
+        -- Its group is noisy: set aside, behind the group's others.
+        set_aside[#set_aside + 1] = group
+        set_aside[#set_aside + 1] = entries[i]
+        skips = skips - 1
+      else
+        if group then
+          do
+            held_by[group] = held_of(group) + 1
+            if not handed[group] then
+              handed[group] = true
+              handed_list[#handed_list + 1] = group
+            end
+            new_groups[#new_groups + 1] = id
+            new_groups[#new_groups + 1] = group
+          end
+        end
+        receive_count = receive_count + 1
+        if first_ms == 0 then
+          first_ms, first_text = now, now_text
+        end
+        local at = 2 * received_n
+        new_inflight[at + 1] = expiry_text
+        if is_inline and inline then
+          -- A first receive of an inline record (receive_count 1): the state goes in the
+          -- member, the record leaves the list for `messages`. Only an inline entry: it is its
+          -- message's only entry in the list, so no ghost of the id can be taken while the
+          -- member, which a ZMSCORE of ids does not find, is in flight.
+          new_inflight[at + 2] = id .. ':' .. first_token
+          new_records[#new_records + 1] = id
+          new_records[#new_records + 1] = record
+        else
+          new_inflight[at + 2] = id
+          if is_inline then
+            -- An inline entry in a queue of layout 1: not a form these scripts write there.
+            new_records[#new_records + 1] = id
+            new_records[#new_records + 1] = record
+          end
+          -- The state format_state writes: "<token>|<receive_count>|<first_ms>|<receive_ms>".
+          -- A number formatted in Lua costs a sprintf: the first receive's count is a constant.
+          -- Every first receive's receipt token ends in first_suffix (layout 2), in a member or here.
+          new_states[#new_states + 1] = id
+          new_states[#new_states + 1] = (receive_count == 1 and first_token .. '|1|'
+            or token .. '|' .. tostring(receive_count) .. '|') .. first_text .. '|' .. now_text
+        end
+        at = 6 + 4 * received_n
+        received[at + 1] = id
+        received[at + 2] = record
+        received[at + 3] = receive_count
+        received[at + 4] = first_ms
+        received_n = received_n + 1
+        want = want - 1
+        if receive_count > 1 then
+          redelivered = redelivered + 1
+        end
+        if evented then
+          emit(events, events_max, now, 'received', id, receive_count, visibility_ms)
+        end
+      end
+    end
+  end
+end
+if fair then
+  keep_set_aside()
 end
 if fair and #new_groups > 0 then
   redis.call('HSET', group_of, unpack(new_groups))

@@ -75,7 +75,7 @@ for i = 1, count do
   if ARGV[base + 4] ~= '' then
     deduplicating = true
   end
-  if string.byte(ARGV[base + 3], 1) == 102 then
+  if ARGV[base + 3] >= 'f' then  -- an attribute length starts with a digit, below 'f'
     grouped = true
   end
 end
