@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             {label: (lambda m=mode, n=n: run_case(client, m, n, args)) for label, (mode, n) in cases.items()},
             args.repeat,
             show=lambda r: (
-                f"quiet p90 {r['quiet_p90_s']} s, {r['quiet_received']}/{r['quiet_sent']} received"
+                f"quiet p90 {r['quiet_p90_s'] or 0:.2f} s, {r['quiet_received']}/{r['quiet_sent']} received"
             ),
         )
 
