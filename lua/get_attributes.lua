@@ -27,10 +27,12 @@
 --
 -- Returns {OK, now_ms, meta (flat field, value list), stats (flat list),
 --          visible, in_flight, delayed, moving, oldest_sent_ms (-1: none),
---          groups, groups_in_flight, noisy_groups, visible_quiet, in_flight_quiet}
+--          groups, groups_in_flight, noisy_groups, visible_quiet, in_flight_quiet,
+--          oldest_quiet_sent_ms}
 -- (groups and groups_in_flight 0 on a standard queue; the last three, of a fair
 -- queue: the groups noisy now, among at most NOISY_PROBE set apart, and the
--- messages visible and in flight outside them; on other queues 0 and the totals).
+-- messages visible and in flight outside them, and the oldest sent time outside them; on
+-- other queues 0 and the totals).
 -- or {E_QUEUE_MISSING, ''}.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -140,7 +142,27 @@ for i = 1, #heads do
 end
 local first_due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1)
 candidates[#candidates + 1] = first_due[1]
--- The first message set aside of each group set apart (at most NOISY_PROBE of them).
+if first_expired[1] then
+  candidates[#candidates + 1] = (split_member(first_expired[1]))
+end
+local function oldest_of(ids)
+  if #ids > 0 then
+    local records = redis.call('HMGET', messages, unpack(ids))
+    for i = 1, #records do
+      if records[i] then
+        local sent = sent_ms_of(records[i])
+        if oldest < 0 or sent < oldest then
+          oldest = sent
+        end
+      end
+    end
+  end
+end
+oldest_of(candidates)
+-- Fair queues: so far outside the groups set apart; then the first message set aside of each
+-- group set apart (at most OLDEST_PROBE of them).
+local oldest_quiet = oldest
+candidates = {}
 for i = 1, #set_apart, 2 do
   if i > 2 * OLDEST_PROBE then
     break
@@ -159,20 +181,8 @@ for i = 1, #set_apart, 2 do
     end
   end
 end
-if first_expired[1] then
-  candidates[#candidates + 1] = (split_member(first_expired[1]))
-end
-if #candidates > 0 then
-  local records = redis.call('HMGET', messages, unpack(candidates))
-  for i = 1, #records do
-    if records[i] then
-      local sent = sent_ms_of(records[i])
-      if oldest < 0 or sent < oldest then
-        oldest = sent
-      end
-    end
-  end
-end
+oldest_of(candidates)
 
 return {OK, now, settings, redis.call('HGETALL', stats), visible_n, inflight_n,
-  delayed_n, redis.call('HLEN', outbox), oldest, 0, 0, noisy_n, visible_quiet, math.max(inflight_quiet, 0)}
+  delayed_n, redis.call('HLEN', outbox), oldest, 0, 0, noisy_n, visible_quiet, math.max(inflight_quiet, 0),
+  oldest_quiet}

@@ -436,6 +436,9 @@ class QueueInfo:
             groups (ApproximateNumberOfMessagesVisibleInQuietGroups).
         in_flight_in_quiet_groups: Messages in flight outside noisy groups
             (ApproximateNumberOfMessagesNotVisibleInQuietGroups).
+        oldest_age_in_quiet_groups: Seconds since the oldest visible message
+            outside noisy groups was sent, or None
+            (ApproximateAgeOfOldestMessageInQuietGroups).
     """
 
     name: str
@@ -453,6 +456,7 @@ class QueueInfo:
     noisy_groups: int = 0
     visible_in_quiet_groups: int = 0
     in_flight_in_quiet_groups: int = 0
+    oldest_age_in_quiet_groups: float | None = None
 
 
 COUNTERS = (

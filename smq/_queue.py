@@ -638,13 +638,14 @@ class Queue:
             moving=reply[7],
             created_at=int(meta["created_ms"]) / 1000,
             modified_at=int(meta["modified_ms"]) / 1000,
-            oldest_age=(now_ms - oldest) / 1000 if oldest >= 0 else None,
+            oldest_age=_age(now_ms, oldest),
             counters=counters,
             groups=reply[9],
             groups_in_flight=reply[10],
             noisy_groups=reply[11] if len(reply) > 11 else 0,
             visible_in_quiet_groups=reply[12] if len(reply) > 11 else reply[4],
             in_flight_in_quiet_groups=reply[13] if len(reply) > 11 else reply[5],
+            oldest_age_in_quiet_groups=_age(now_ms, reply[14] if len(reply) > 14 else oldest),
         )
 
     def peek(self, state: str = "visible", *, limit: int = 10, offset: int = 0) -> list[PeekedMessage]:
@@ -757,6 +758,11 @@ class Queue:
             purged += int(reply[1])
             args[1] = 0
         return purged
+
+
+def _age(now_ms: int, sent_ms: int) -> float | None:
+    """Seconds since ``sent_ms`` by the server's clock; None for -1 (no message)."""
+    return (now_ms - sent_ms) / 1000 if sent_ms >= 0 else None
 
 
 def _receipt_of(receipt_or_message: str | Message) -> str:

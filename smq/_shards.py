@@ -286,6 +286,7 @@ def attributes(queue: Queue, shards: Sequence[Queue]) -> QueueInfo:
         for name, value in info.counters.items():
             counters[name] = counters.get(name, 0) + value
     ages = [info.oldest_age for info in infos if info.oldest_age is not None]
+    quiet_ages = [i.oldest_age_in_quiet_groups for i in infos if i.oldest_age_in_quiet_groups is not None]
     return dataclasses.replace(
         main,
         name=queue.name,
@@ -300,6 +301,7 @@ def attributes(queue: Queue, shards: Sequence[Queue]) -> QueueInfo:
         noisy_groups=sum(info.noisy_groups for info in infos),
         visible_in_quiet_groups=sum(info.visible_in_quiet_groups for info in infos),
         in_flight_in_quiet_groups=sum(info.in_flight_in_quiet_groups for info in infos),
+        oldest_age_in_quiet_groups=max(quiet_ages) if quiet_ages else None,
     )
 
 

@@ -153,3 +153,23 @@ def test_a_noisy_group_that_sent_nothing_for_5_minutes_is_set_apart_no_more(
     clock.advance(2)
     # Five minutes without a send from it: its messages set aside go out first, oldest first.
     assert [m.body for m in queue.receive(2)] == ["n40", "n41"]
+
+
+@pytest.mark.parametrize("client", BACKENDS, indirect=True)
+def test_attributes_tell_noisy_groups_and_the_quiet_part_of_the_queue(
+    client: smq.Client, clock: Clock
+) -> None:
+    queue = client.create_queue("told", visibility_timeout=300)
+    _send(queue, "noisy", 60, "n")
+    clock.advance(5)
+    _hold(queue, 40)
+    _send(queue, "quiet", 3, "q")
+    assert [m.body for m in queue.receive(1)] == ["q0"]  # 20 of the noisy group's set aside
+    clock.advance(2)
+    info = queue.attributes()
+    assert (info.noisy_groups, info.visible, info.in_flight) == (1, 22, 41)
+    assert (info.visible_in_quiet_groups, info.in_flight_in_quiet_groups) == (2, 1)
+    assert info.oldest_age == pytest.approx(7, abs=0.01)  # the noisy group's, set aside
+    assert info.oldest_age_in_quiet_groups == pytest.approx(2, abs=0.01)
+    plain = client.create_queue("plain-told").attributes()
+    assert (plain.noisy_groups, plain.oldest_age_in_quiet_groups) == (0, None)

@@ -203,6 +203,10 @@ def _queue_families(snapshot: _Snapshot, deprecated_names: bool = False) -> Iter
         "smq_queue_messages_in_flight_in_quiet_groups",
         "Fair queues: messages in flight, outside noisy groups.",
     )
+    oldest_quiet = gauge(
+        "smq_queue_oldest_message_age_in_quiet_groups_seconds",
+        "Fair queues: age of the oldest visible message outside noisy groups; 0 when none.",
+    )
     counters = {
         counter: CounterMetricFamily(name, help_text, labels=["queue"])
         for counter, (name, help_text) in COUNTER_METRICS.items()
@@ -235,9 +239,10 @@ def _queue_families(snapshot: _Snapshot, deprecated_names: bool = False) -> Iter
             noisy.add_metric(label, info.noisy_groups)
             visible_quiet.add_metric(label, info.visible_in_quiet_groups)
             in_flight_quiet.add_metric(label, info.in_flight_in_quiet_groups)
+            oldest_quiet.add_metric(label, info.oldest_age_in_quiet_groups or 0.0)
     yield from (visible, in_flight, delayed, moving, oldest, dead, limit, used)
     yield from settings.values()
-    yield from (max_receives, groups, groups_in_flight, noisy, visible_quiet, in_flight_quiet)
+    yield from (max_receives, groups, groups_in_flight, noisy, visible_quiet, in_flight_quiet, oldest_quiet)
     if deprecated_names:
         yield old_max_receives
     yield from counters.values()
