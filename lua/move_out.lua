@@ -21,6 +21,7 @@
 -- KEYS[17] tenants (hash): fair queues: group -> its messages in flight
 -- KEYS[18] group_of (hash): fair queues: id -> group, of grouped messages in flight
 -- KEYS[19] noisy (zset): fair queues: groups with messages set aside, by their messages in flight
+-- KEYS[20] deferred (zset): fair queues: "<group> <seq> <entry>", noisy groups' messages set aside
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 -- ARGV[2] max_messages (1-100)
@@ -57,6 +58,7 @@ local inflight = KEYS[16]
 local tenants = KEYS[17]
 local group_of = KEYS[18]
 local noisy = KEYS[19]
+local deferred = KEYS[20]
 local k = {meta = meta, fifo = fifo, ordered = ordered, groups = groups,
   ready = ready, waiting = waiting, delayed = delayed, inflight = inflight}
 local now = clock(ARGV[1])
@@ -161,6 +163,17 @@ if settings[3] == '1' then
 end
 
 local entries = redis.call('LPOP', visible, max_messages)
+if not entries and settings[6] == '1' then
+  -- A fair queue's messages set aside move too, once the list is empty.
+  local members = redis.call('ZRANGE', deferred, 0, max_messages - 1)
+  if #members > 0 then
+    redis.call('ZREM', deferred, unpack(members))
+    entries = {}
+    for i = 1, #members do
+      entries[i] = deferred_entry(members[i])
+    end
+  end
+end
 if not entries then
   return {OK, 0, 0, 0}
 end

@@ -8,6 +8,8 @@
 -- KEYS[6] state (hash): id -> "<token>|<receive_count>|<first_ms>|<receive_ms>"
 -- KEYS[7] origins (hash): id -> queue a moved message came from
 -- KEYS[8] ordered (zset): FIFO queues: "<group> <seq> <id>", each group's messages in order
+-- KEYS[9] deferred (zset): fair queues: "<group> <seq> <entry>", noisy groups' messages set
+--         aside (visible: listed after the list, each group's in order)
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): not read; peek judges
 --         nothing by time (a run-out timeout still shows as in flight)
@@ -35,6 +37,7 @@ local messages = KEYS[5]
 local state = KEYS[6]
 local origins = KEYS[7]
 local ordered = KEYS[8]
+local deferred = KEYS[9]
 local which = ARGV[2]
 local limit = int_arg(ARGV[3], 1, 100)
 local offset = int_arg(ARGV[4], 0, 10000)
@@ -45,7 +48,7 @@ end
 if limit == nil or offset == nil then
   return fail(E_BAD_ARGUMENT, 'limit must be 1-100 and offset 0-10000')
 end
-local settings = redis.call('HMGET', meta, 'fifo', 'delay_ms', 'layout')
+local settings = redis.call('HMGET', meta, 'fifo', 'delay_ms', 'layout', 'fair')
 if redis.call('EXISTS', meta) == 0 then
   return fail(E_QUEUE_MISSING)
 end
@@ -72,6 +75,14 @@ if which == 'visible' and is_fifo then
   end
 elseif which == 'visible' then
   local listed = redis.call('LRANGE', visible, offset, last)
+  if #listed < limit and settings[4] == '1' then
+    -- Past the list's end: the messages set aside.
+    local start = math.max(offset - redis.call('LLEN', visible), 0)
+    local aside = redis.call('ZRANGE', deferred, start, start + limit - #listed - 1)
+    for i = 1, #aside do
+      listed[#listed + 1] = deferred_entry(aside[i])
+    end
+  end
   for i = 1, #listed do
     local id, record = split_entry(listed[i])
     listed[i] = id

@@ -173,3 +173,23 @@ def test_attributes_tell_noisy_groups_and_the_quiet_part_of_the_queue(
     assert info.oldest_age_in_quiet_groups == pytest.approx(2, abs=0.01)
     plain = client.create_queue("plain-told").attributes()
     assert (plain.noisy_groups, plain.oldest_age_in_quiet_groups) == (0, None)
+
+
+@pytest.mark.parametrize("client", BACKENDS, indirect=True)
+def test_peek_lists_and_a_redrive_moves_messages_set_aside(client: smq.Client) -> None:
+    client.create_queue("home")
+    dlq = client.create_queue("dead", visibility_timeout=300)
+    _send(dlq, "noisy", 45, "n")
+    held = _hold(dlq, 40)
+    _send(dlq, "quiet", 1, "q")
+    assert [m.body for m in dlq.receive(1)] == ["q0"]  # the noisy group's other 5 set aside
+    assert raw(client).zcard(dlq.keys.deferred) == 5
+    peeked = [p.body for p in dlq.peek(limit=10)]
+    assert peeked == [f"n{i}" for i in range(40, 45)]
+    assert [p.body for p in dlq.peek(limit=2, offset=3)] == ["n43", "n44"]
+    for message in held:
+        dlq.delete(message.receipt_handle)
+    client.redrive("dead", destination="home")
+    home = client.get_queue("home")
+    assert sorted(m.body for m in _hold(home, 5)) == [f"n{i}" for i in range(40, 45)]
+    assert raw(client).zcard(dlq.keys.deferred) == 0
