@@ -466,3 +466,19 @@ def test_a_policy_that_denies_the_key_hides_what_it_denies(
 
 def browser_url(browser: Browser) -> str:
     return f"http://{browser.host}:{browser.port}"
+
+
+def test_the_queue_page_counts_noisy_groups(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    queue = client.create_queue("shared", visibility_timeout=300)
+    for start in range(0, 50, 10):
+        queue.send_batch(
+            [smq.SendEntry(str(i), f"n{start + i}", message_group_id="noisy") for i in range(10)]
+        )
+    for _ in range(4):
+        queue.receive(10)  # 40 in flight: the group is noisy
+    sign_in(browser)
+    page = browser.request("GET", "/console/queues/shared")
+    assert "data-count=noisy_groups>" in page.text and "Noisy groups" in page.text
+    counts = json.loads(browser.request("GET", "/console/api/queue/shared").text)
+    assert counts["noisy_groups"] == 1

@@ -159,6 +159,7 @@ SCRIPT = """
       for (const key of ["visible", "in_flight", "delayed"]) { show(key, String(data[key])); }
       show("oldest_age", data.oldest_age === null ? "" : String(data.oldest_age));
       show("visibility_expired", String(counters.visibility_expired || 0));
+      show("noisy_groups", String(data.noisy_groups || 0));
       const rates = {};
       for (const key of ["sent", "received", "deleted"]) {
         const before = last ? (last.counters[key] || 0) : null;

@@ -74,6 +74,7 @@ class QueuePages:
                 "oldest_age": None if info.oldest_age is None else int(info.oldest_age),
                 "counters": dict(info.counters),
                 "groups_in_flight": info.groups_in_flight,
+                "noisy_groups": info.noisy_groups,
                 "task": task,
             },
         )

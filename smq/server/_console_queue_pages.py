@@ -70,6 +70,7 @@ def _counts(view: QueueView) -> str:
         ("received_rate", "Received / s", ""),
         ("deleted_rate", "Deleted / s", ""),
         ("visibility_expired", "Lease expiries", ""),
+        ("noisy_groups", "Noisy groups", ""),
     )
     items = "".join(
         f"<div><dt>{label}</dt><dd data-count={key}>{escape(value)}</dd></div>" for key, label, value in cells
@@ -79,7 +80,8 @@ def _counts(view: QueueView) -> str:
         "<h2 id=counts-title>Now</h2>"
         f"<dl class=counts>{items}</dl>"
         "<p class=muted>Lease expiries count visibility timeouts that ran out: many mean a timeout "
-        "shorter than the work. <span id=live aria-live=polite></span></p>"
+        "shorter than the work. Noisy groups are message groups whose messages wait while other "
+        "groups' are visible (fair queues). <span id=live aria-live=polite></span></p>"
         '<figure><svg data-chart=depth viewBox="0 0 300 60" role=img aria-label="visible and in flight, '
         'last 5 minutes"></svg><figcaption>Visible (solid) and in flight (dashed), last 5 minutes'
         "</figcaption></figure>"
