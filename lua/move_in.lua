@@ -67,7 +67,7 @@ for i = 1, count do
     return fail(E_BAD_ARGUMENT, 'bad receive count, time or record for message ' .. i)
   end
 end
-local settings = redis.call('HMGET', meta, 'events_max', 'fifo', 'delay_ms', 'layout')
+local settings = redis.call('HMGET', meta, 'events_max', 'fifo', 'delay_ms', 'layout', 'fair')
 if settings[1] == false then
   return fail(E_QUEUE_MISSING)
 end
@@ -109,6 +109,11 @@ for i = 1, count do
       fifo_add(k, id, record_group(record) or id, sent_ms_of(record), now, delay_ms)
     else
       redis.call('RPUSH', visible, id)
+      if settings[5] ~= '1' and fair_group(record) then
+        -- A grouped message makes the queue fair, as a send does (see includes/common.lua).
+        redis.call('HSET', meta, 'fair', '1')
+        settings[5] = '1'
+      end
     end
     stored = stored + 1
     emit(events, events_max, now, 'moved_in', id, receive_count, origin)

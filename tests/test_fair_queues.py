@@ -193,3 +193,19 @@ def test_peek_lists_and_a_redrive_moves_messages_set_aside(client: smq.Client) -
     home = client.get_queue("home")
     assert sorted(m.body for m in _hold(home, 5)) == [f"n{i}" for i in range(40, 45)]
     assert raw(client).zcard(dlq.keys.deferred) == 0
+
+
+@pytest.mark.parametrize("client", BACKENDS, indirect=True)
+def test_grouped_messages_moved_in_make_the_queue_fair(client: smq.Client, clock: Clock) -> None:
+    dlq = client.create_queue("moved-dlq")
+    source = client.create_queue(
+        "moved", visibility_timeout=10, redrive_policy=smq.RedrivePolicy("moved-dlq", 1)
+    )
+    source.send("x", message_group_id="g")
+    assert len(source.receive()) == 1
+    clock.advance(11)
+    assert source.receive() == []  # dead-lettered
+    assert raw(client).hget(dlq.keys.meta, "fair") == b"1"
+    (got,) = dlq.receive()
+    assert got.message_group_id == "g"
+    assert raw(client).hget(dlq.keys.tenants, "g") == b"1"
