@@ -116,6 +116,23 @@ local doomed_members = {}
 local doomed_seen = {}
 local doomed_stated = 0  -- doomed with an entry in `state`
 local stale = 0
+-- A receipt that deletes: its message once, whatever the batch repeats. `member`: what leaves
+-- `inflight`; `stored_state`: the message's `state` entry, nil for a first receive's member.
+local function doom(id, member, stored_state)
+  if doomed_seen[id] then
+    return
+  end
+  doomed_seen[id] = true
+  doomed[#doomed + 1] = id
+  doomed_members[#doomed] = member
+  if stored_state then
+    doomed_stated = doomed_stated + 1
+  end
+  if evented then
+    local _, receive_count = parse_state(stored_state or '|1|0|0')
+    emit(events, events_max, now, 'deleted', id, receive_count)
+  end
+end
 for i = 1, count do
   local id = ids[i]
   local token = ARGV[2 * i + 3]
@@ -128,14 +145,7 @@ for i = 1, count do
       status = E_RECEIPT_EXPIRED
     else
       status = DELETED
-      if not doomed_seen[id] then
-        doomed_seen[id] = true
-        doomed[#doomed + 1] = id
-        doomed_members[#doomed] = member
-        if evented then
-          emit(events, events_max, now, 'deleted', id, 1)
-        end
-      end
+      doom(id, member, nil)
     end
   elseif states[i] == false then
     if redis.call('HEXISTS', messages, id) == 1 then
@@ -164,16 +174,7 @@ for i = 1, count do
       status = E_RECEIPT_EXPIRED
     else
       status = DELETED
-      if not doomed_seen[id] then
-        doomed_seen[id] = true
-        doomed[#doomed + 1] = id
-        doomed_members[#doomed] = id
-        doomed_stated = doomed_stated + 1
-        if evented then
-          local _, receive_count = parse_state(states[i])
-          emit(events, events_max, now, 'deleted', id, receive_count)
-        end
-      end
+      doom(id, id, states[i])
     end
   end
   if status == STALE_IGNORED then

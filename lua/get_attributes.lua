@@ -128,9 +128,9 @@ end
 -- sends; run-out timeouts and delays may be older still.
 local oldest = -1
 local candidates = {}
-local heads = redis.call('LRANGE', visible, 0, OLDEST_PROBE - 1)
-for i = 1, #heads do
-  local id, record = split_entry(heads[i])
+-- A visible entry: its sent time when its record is inline, else its id to look up.
+local function consider(entry)
+  local id, record = split_entry(entry)
   if record then
     local sent = sent_ms_of(record)
     if oldest < 0 or sent < oldest then
@@ -139,6 +139,10 @@ for i = 1, #heads do
   else
     candidates[#candidates + 1] = id
   end
+end
+local heads = redis.call('LRANGE', visible, 0, OLDEST_PROBE - 1)
+for i = 1, #heads do
+  consider(heads[i])
 end
 local first_due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1)
 candidates[#candidates + 1] = first_due[1]
@@ -170,15 +174,7 @@ for i = 1, #set_apart, 2 do
   local low, high = group_range(set_apart[i])
   local first = redis.call('ZRANGEBYLEX', deferred, low, high, 'LIMIT', 0, 1)
   if first[1] then
-    local id, record = split_entry(deferred_entry(first[1]))
-    if record then
-      local sent = sent_ms_of(record)
-      if oldest < 0 or sent < oldest then
-        oldest = sent
-      end
-    else
-      candidates[#candidates + 1] = id
-    end
+    consider(deferred_entry(first[1]))
   end
 end
 oldest_of(candidates)

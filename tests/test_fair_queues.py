@@ -31,6 +31,15 @@ def _hold(queue: smq.Queue, count: int) -> list[smq.Message]:
     return held
 
 
+def _set_aside(queue: smq.Queue, quiet: int) -> None:
+    """60 messages of group "noisy", 40 of them in flight (so it is noisy), then ``quiet`` of
+    group "quiet" (q0, q1...), of which a receive of one takes q0 and sets 20 of noisy's aside."""
+    _send(queue, "noisy", 60, "n")
+    _hold(queue, 40)
+    _send(queue, "quiet", quiet, "q")
+    assert [m.body for m in queue.receive(1)] == ["q0"]
+
+
 @pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_quiet_groups_are_received_before_a_noisy_groups_backlog(client: smq.Client) -> None:
     queue = client.create_queue("shared", visibility_timeout=300)
@@ -118,20 +127,14 @@ def test_in_flight_counts_follow_deletes_timeouts_and_visibility_changes(
 @pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_set_aside_messages_are_counted_purged_and_deleted_with_the_queue(client: smq.Client) -> None:
     queue = client.create_queue("aside", visibility_timeout=300)
-    _send(queue, "noisy", 60, "n")
-    _hold(queue, 40)
-    _send(queue, "quiet", 1, "q")
-    assert [m.body for m in queue.receive(1)] == ["q0"]  # 20 of the noisy group's set aside
+    _set_aside(queue, 1)
     r = raw(client)
     assert r.zcard(queue.keys.deferred) == 20
     assert queue.attributes().visible == 20
     assert queue.purge() == 61
     assert queue.attributes().visible == 0
     assert r.zcard(queue.keys.deferred) == 0 and r.hlen(queue.keys.tenants) == 0
-    _send(queue, "noisy", 60, "n")
-    _hold(queue, 40)
-    _send(queue, "quiet", 1, "q")
-    queue.receive(1)
+    _set_aside(queue, 1)
     client.delete_queue("aside")
     assert not any(
         r.exists(getattr(queue.keys, kind)) for kind in ("tenants", "group_of", "deferred", "noisy")
@@ -143,10 +146,7 @@ def test_a_noisy_group_that_sent_nothing_for_5_minutes_is_set_apart_no_more(
     client: smq.Client, clock: Clock
 ) -> None:
     queue = client.create_queue("silent", visibility_timeout=3600)
-    _send(queue, "noisy", 60, "n")
-    _hold(queue, 40)
-    _send(queue, "quiet", 2, "q")
-    assert [m.body for m in queue.receive(1)] == ["q0"]  # 20 of the noisy group's set aside
+    _set_aside(queue, 2)
     clock.advance(299)
     _send(queue, "quiet", 2, "r")
     assert [m.body for m in queue.receive(1)] == ["q1"]  # still noisy: it sent 299 s ago
