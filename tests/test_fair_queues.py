@@ -9,8 +9,6 @@ import pytest
 import smq
 from conftest import Clock, raw
 
-BACKENDS = ["redis", "fake"]
-
 
 def _send(queue: smq.Queue, group: str | None, count: int, prefix: str) -> None:
     for start in range(0, count, 10):
@@ -40,7 +38,6 @@ def _set_aside(queue: smq.Queue, quiet: int) -> None:
     assert [m.body for m in queue.receive(1)] == ["q0"]
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_quiet_groups_are_received_before_a_noisy_groups_backlog(client: smq.Client) -> None:
     queue = client.create_queue("shared", visibility_timeout=300)
     _send(queue, "noisy", 100, "n")
@@ -72,7 +69,6 @@ def test_quiet_groups_are_received_before_a_noisy_groups_backlog(client: smq.Cli
     assert r.zcard(queue.keys.deferred) == 0
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_without_group_ids_a_backlog_keeps_its_place(client: smq.Client) -> None:
     queue = client.create_queue("plain", visibility_timeout=300)
     _send(queue, None, 100, "n")
@@ -82,7 +78,6 @@ def test_without_group_ids_a_backlog_keeps_its_place(client: smq.Client) -> None
     assert raw(client).hget(queue.keys.meta, "fair") is None  # no group: none of the bookkeeping
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_a_group_is_noisy_only_from_30_messages_in_flight(client: smq.Client) -> None:
     queue = client.create_queue("small", visibility_timeout=300)
     _send(queue, "big", 60, "n")
@@ -91,7 +86,6 @@ def test_a_group_is_noisy_only_from_30_messages_in_flight(client: smq.Client) ->
     assert [m.body for m in queue.receive(1)] == ["n29"]
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_a_group_is_noisy_only_with_more_than_a_tenth_of_the_queues_messages_in_flight(
     client: smq.Client,
 ) -> None:
@@ -105,7 +99,6 @@ def test_a_group_is_noisy_only_with_more_than_a_tenth_of_the_queues_messages_in_
     assert [m.body for m in queue.receive(1)] == ["late-0"]
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_in_flight_counts_follow_deletes_timeouts_and_visibility_changes(
     client: smq.Client, clock: Clock
 ) -> None:
@@ -124,7 +117,6 @@ def test_in_flight_counts_follow_deletes_timeouts_and_visibility_changes(
     assert r.hlen(queue.keys.group_of) == 10
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_set_aside_messages_are_counted_purged_and_deleted_with_the_queue(client: smq.Client) -> None:
     queue = client.create_queue("aside", visibility_timeout=300)
     _set_aside(queue, 1)
@@ -141,7 +133,6 @@ def test_set_aside_messages_are_counted_purged_and_deleted_with_the_queue(client
     )
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_a_noisy_group_that_sent_nothing_for_5_minutes_is_set_apart_no_more(
     client: smq.Client, clock: Clock
 ) -> None:
@@ -155,7 +146,6 @@ def test_a_noisy_group_that_sent_nothing_for_5_minutes_is_set_apart_no_more(
     assert [m.body for m in queue.receive(2)] == ["n40", "n41"]
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_attributes_tell_noisy_groups_and_the_quiet_part_of_the_queue(
     client: smq.Client, clock: Clock
 ) -> None:
@@ -175,7 +165,6 @@ def test_attributes_tell_noisy_groups_and_the_quiet_part_of_the_queue(
     assert (plain.noisy_groups, plain.oldest_age_in_quiet_groups) == (0, None)
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_peek_lists_and_a_redrive_moves_messages_set_aside(client: smq.Client) -> None:
     client.create_queue("home")
     dlq = client.create_queue("dead", visibility_timeout=300)
@@ -195,7 +184,6 @@ def test_peek_lists_and_a_redrive_moves_messages_set_aside(client: smq.Client) -
     assert raw(client).zcard(dlq.keys.deferred) == 0
 
 
-@pytest.mark.parametrize("client", BACKENDS, indirect=True)
 def test_grouped_messages_moved_in_make_the_queue_fair(client: smq.Client, clock: Clock) -> None:
     dlq = client.create_queue("moved-dlq")
     source = client.create_queue(
