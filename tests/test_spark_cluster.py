@@ -56,6 +56,27 @@ rows.write.format("smq").option("url", url).option("queue", "cluster").option(
 read = spark.read.format("smq").option("url", url).option("queue", "cluster").load()
 print("master", spark.sparkContext.master)
 print("read", read.count(), read.select("body").distinct().count())
+# The streaming source: planned in a Python worker of the driver (PYSPARK_PYTHON), read by tasks.
+spark.range(0, 50, 1, 2).selectExpr("concat('s ', id) AS body").write.format("smq").option(
+    "url", url
+).option("queue", "cluster-stream").mode("append").save()
+query = (
+    spark.readStream.format("smq").option("url", url).option("queue", "cluster-stream").load()
+    .writeStream.format("memory").queryName("streamed").option("checkpointLocation", "stream-ck")
+    .trigger(processingTime="1 second").start()
+)
+import time
+
+deadline = time.monotonic() + 120
+streamed = (0, 0)
+while time.monotonic() < deadline and query.isActive:
+    streamed = spark.sql("SELECT count(*), count(DISTINCT body) FROM streamed").collect()[0]
+    if streamed[0] >= 50:
+        break
+    time.sleep(0.5)
+error = query.exception()
+query.stop()
+print("streamed", *streamed, error)
 for found in sorted(set(spark.sparkContext.parallelize(range(4), 4).mapPartitions(where).collect())):
     print("executor", *found)
 spark.stop()
@@ -97,6 +118,7 @@ def run_job(
     whether hiredis is there).
     """
     queue = redis_client.create_queue("cluster")
+    redis_client.create_queue("cluster-stream", visibility_timeout=60)
     job = folder / "job.py"
     job.write_text(JOB.replace("sys.argv[1]", repr(app)))
     running = submit(
@@ -109,6 +131,7 @@ def run_job(
     assert code == 0, "\n".join(line for line in err.splitlines() if " INFO " not in line)[-3000:]
     assert f"master {cluster.master_url}" in out
     assert "read 200 200" in out
+    assert "streamed 50 50 None" in out, out[-2000:]
     (done,) = [a for a in cluster.status()["completedapps"] if a["name"] == app]
     assert done["state"] == "FINISHED"
     # Both workers ran executors of the job (each offers one core; the job asked for all).

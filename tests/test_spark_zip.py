@@ -122,3 +122,27 @@ def test_spark_zip_writes_the_same_zip_twice(spark_zip: Path, tmp_path: Path) ->
     again = tmp_path / "again.zip"
     subprocess.run([SMQ, "spark-zip", str(again)], check=True, capture_output=True, timeout=60)
     assert again.read_bytes() == spark_zip.read_bytes()
+
+
+def test_spark_submit_puts_the_local_py_files_on_the_drivers_python_path(tmp_path: Path) -> None:
+    from smq.cli._spark import _local_py_files
+
+    arguments = (
+        "--master",
+        "local[2]",
+        "-v",
+        "--py-files",
+        "smq.zip,hdfs://x/y.zip,file:///abs/z.zip",
+        "--conf",
+        "a=b",
+        "--py-files=other.zip",
+        "job.py",
+        "--py-files",
+        "app-argument.zip",
+    )
+    assert _local_py_files(arguments) == [
+        str(Path("smq.zip").resolve()),
+        "/abs/z.zip",
+        str(Path("other.zip").resolve()),
+    ]
+    assert _local_py_files(("job.py",)) == []

@@ -78,13 +78,44 @@ _PASS_THROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": Fals
 def spark_submit(arguments: tuple[str, ...]) -> None:
     """Run PySpark's spark-submit, every argument passed through, on the Java smq finds.
 
-    Also sets PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON to this Python unless they are set.
+    Also sets PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON to this Python unless they are set, and
+    puts the local files of ``--py-files`` on PYTHONPATH: Spark plans a Python streaming source in
+    a PYSPARK_PYTHON process of the driver, whose path lacks them (executors get them from Spark).
     """
     submit = _spark_tool("spark-submit")
     env = dict(os.environ, JAVA_HOME=_java_home())
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    shipped = _local_py_files(arguments)
+    if shipped:
+        env["PYTHONPATH"] = os.pathsep.join([*shipped, *filter(None, [env.get("PYTHONPATH")])])
     os.execve(submit, [submit, *arguments], env)
+
+
+def _local_py_files(arguments: tuple[str, ...]) -> list[str]:
+    """The local files that ``--py-files`` names among spark-submit's options, as absolute paths
+    (those before the application file: what follows it is the application's)."""
+    found: list[str] = []
+    at = 0
+    while at < len(arguments):
+        argument = arguments[at]
+        if argument == "--py-files" and at + 1 < len(arguments):
+            value, at = arguments[at + 1], at + 2
+        elif argument.startswith("--py-files="):
+            value, at = argument.split("=", 1)[1], at + 1
+        elif argument.startswith("-"):
+            at += 1 if "=" in argument or argument in _FLAGS else 2
+            continue
+        else:
+            break  # the application file
+        for path in value.split(","):
+            if path and ("://" not in path or path.startswith("file://")):
+                found.append(str(Path(path.removeprefix("file://")).resolve()))
+    return found
+
+
+# spark-submit's options that take no value.
+_FLAGS = {"--verbose", "-v", "--supervise", "--help", "-h", "--version"}
 
 
 # What executors import for the smq format, besides smq: redis-py (pure Python), and the
