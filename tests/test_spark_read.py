@@ -62,6 +62,17 @@ def test_a_snapshot_reads_one_state_up_to_a_limit(spark: Any, redis_client: smq.
     limited = _read(spark, redis_client, "jobs", states="visible", maxMessages="120").collect()
     assert [row.body for row in limited] == [f"m-{n}" for n in range(120)]
     assert _read(spark, redis_client, "jobs", states="delayed,in_flight").count() == 0
+    # A snapshot that holds fewer messages than the queue says so: by default in the driver's log
+    # (the rows are the first ones), or by failing.
+    partial = _read(spark, redis_client, "jobs", states="visible", maxMessages="120", onPartial="fail")
+    with pytest.raises(
+        Exception, match=re.escape("snapshot of queue 'jobs' is partial: it holds 250 visible")
+    ):
+        partial.collect()
+    assert (
+        _read(spark, redis_client, "jobs", states="visible", maxMessages="250", onPartial="fail").count()
+        == 250
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,6 +82,7 @@ def test_a_snapshot_reads_one_state_up_to_a_limit(spark: Any, redis_client: smq.
         ({"states": "visible,gone"}, "option states: 'gone' is not one of visible, in_flight, delayed"),
         ({"table": "nope"}, "option table must be messages or events, not 'nope'"),
         ({"cluster": "maybe"}, "option cluster must be true or false, not 'maybe'"),
+        ({"onPartial": "ignore"}, "option onPartial must be warn or fail, not 'ignore'"),
     ],
 )
 def test_a_read_with_a_bad_option_fails_naming_it(

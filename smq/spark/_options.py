@@ -15,7 +15,9 @@ Batch read (``spark.read``): a snapshot, by peek, that changes nothing.
 
 - ``states``: comma-separated ``visible``, ``in_flight``, ``delayed``
   (default: all three); ``maxMessages``: most rows per state (default and
-  most 10,100, as deep as a peek can look).
+  most 10,100, as deep as a peek can look); ``onPartial``: when a state holds
+  more messages than that, ``warn`` (the default: a warning in the driver's
+  log, and the snapshot holds the first ones) or ``fail`` (the read fails).
 - ``table``: ``messages`` (default) or ``events``: the queue's lifecycle
   event stream, one row per event (see ``smq.spark._event_reader``).
 
@@ -99,6 +101,7 @@ class SourceOptions:
     table: str = "messages"
     states: tuple[str, ...] = PEEK_STATES
     max_messages: int = _DEEPEST
+    on_partial: str = "warn"
     body_column: str = "body"
     attribute_columns: tuple[str, ...] = ()
     group_column: str = "message_group_id"
@@ -142,6 +145,9 @@ class SourceOptions:
         for state in states:
             if state not in PEEK_STATES:
                 raise InvalidParameter(f"option states: {state!r} is not one of {', '.join(PEEK_STATES)}")
+        on_partial = lowered.get("onpartial", "warn").lower()
+        if on_partial not in ("warn", "fail"):
+            raise InvalidParameter(f"option onPartial must be warn or fail, not {on_partial!r}")
         write_id = lowered.get("writeid")
         if write_id is not None and not (0 < len(write_id) <= 64 and write_id.isprintable()):
             raise InvalidParameter("option writeId must be 1 to 64 printable characters")
@@ -151,6 +157,7 @@ class SourceOptions:
             table=table,
             states=states,
             max_messages=_int(lowered, "maxMessages", _DEEPEST, 1, _DEEPEST),
+            on_partial=on_partial,
             body_column=lowered.get("bodycolumn", "body"),
             attribute_columns=_names(lowered.get("attributecolumns")),
             group_column=lowered.get("groupcolumn", "message_group_id"),

@@ -9,6 +9,7 @@ can be missed or seen twice.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,9 +17,12 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .._client import Client
+from .._errors import InvalidParameter
 from .._peek import MAX_PEEK, MAX_PEEK_OFFSET
 from ._options import SourceOptions
 from ._rows import peeked_row
+
+log = logging.getLogger("smq.spark")
 
 
 @dataclass
@@ -34,7 +38,19 @@ class SnapshotReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         with Client(settings=options.settings) as client:
-            client.get_queue(options.queue)  # a missing queue fails on the driver, by name
+            info = client.get_queue(options.queue).attributes()  # a missing queue fails here, by name
+        held = {"visible": info.visible, "in_flight": info.in_flight, "delayed": info.delayed}
+        over = {state: held[state] for state in options.states if held[state] > options.max_messages}
+        if over:
+            counts = ", ".join(f"{n:,} {state}" for state, n in over.items())
+            text = (
+                f"snapshot of queue {options.queue!r} is partial: it holds {counts}, and a snapshot "
+                f"reads at most {options.max_messages:,} messages of each state (maxMessages; a peek "
+                "looks 10,100 deep at most); for counts, see the queue's attributes"
+            )
+            if options.on_partial == "fail":
+                raise InvalidParameter(text + " (onPartial=fail)")
+            log.warning("%s", text)
 
     def partitions(self) -> Sequence[InputPartition]:
         return [StatePartition(state) for state in self.options.states]
