@@ -125,7 +125,7 @@ for i = 1, count do
       if visibility_ms > 0 then
         redis.call('ZADD', inflight, now + visibility_ms, id)
         redis.call('HINCRBY', meta, 'ghosts', 1)
-        local group = fair and not is_fifo and fair_group(redis.call('HGET', messages, id) or '')
+        local group = fair and not is_fifo and record_group(redis.call('HGET', messages, id) or '')
         if group then
           -- In flight again: its group holds one more.
           redis.call('HSET', group_of, id, group)

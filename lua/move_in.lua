@@ -109,7 +109,7 @@ for i = 1, count do
       fifo_add(k, id, record_group(record) or id, sent_ms_of(record), now, delay_ms)
     else
       redis.call('RPUSH', visible, id)
-      if settings[5] ~= '1' and fair_group(record) then
+      if settings[5] ~= '1' and record_group(record) then
         -- A grouped message makes the queue fair, as a send does (see includes/common.lua).
         redis.call('HSET', meta, 'fair', '1')
         settings[5] = '1'

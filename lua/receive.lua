@@ -269,7 +269,7 @@ while want > 0 and skips > 0 do
       -- A ghost: deleted while visible, an id whose message is in flight, or a
       -- second entry of an id this call already handled.
       local ghost = not record or (held and held[i]) or taken[id]
-      local group = fair and record and fair_group(record) or nil
+      local group = fair and record and record_group(record) or nil
       if not is_inline then
         taken[id] = true  -- an inline entry is its message's only one
       end

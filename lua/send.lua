@@ -162,11 +162,9 @@ if sent > 0 then
     -- When each group last sent: a noisy group quiet for SENT_QUIET_MS is noisy no more.
     local last = {}
     for i = 1, count do
-      local payload = ARGV[5 * i + 2]
-      if string.byte(payload, 1) == 102 then
-        local colon = string.find(payload, ':', 2, true)
-        local n = tonumber(string.sub(payload, 2, colon - 1))
-        last[#last + 1] = ' s ' .. string.sub(payload, colon + 1, colon + n)
+      local group = group_at(ARGV[5 * i + 2], 1)
+      if group then
+        last[#last + 1] = ' s ' .. group
         last[#last + 1] = now
       end
     end

@@ -255,19 +255,24 @@ local function is_noisy(held, total_inflight)
   return held >= NOISY_MIN and held > NOISY_SHARE * total_inflight
 end
 
--- The MessageGroupId of a message record (its payload starts "f<n>:<group>"),
--- or nil; reads the record's head only.
-local function fair_group(record)
-  local bar = string.find(record, '|', 1, true)
-  if not bar or string.byte(record, bar + 1) ~= 102 then  -- 'f'
+-- The MessageGroupId of a payload that starts at `at` in `text` ("f<n>:<group><m>:<dedup>",
+-- see smq/_message.py), or nil; reads the payload's head only, never copies the body.
+local function group_at(text, at)
+  if string.byte(text, at) ~= 102 then  -- 'f'
     return nil
   end
-  local colon = string.find(record, ':', bar + 2, true)
-  local n = colon and tonumber(string.sub(record, bar + 2, colon - 1))
+  local colon = string.find(text, ':', at + 1, true)
+  local n = colon and tonumber(string.sub(text, at + 1, colon - 1))
   if not n then
     return nil
   end
-  return string.sub(record, colon + 1, colon + n)
+  return string.sub(text, colon + 1, colon + n)
+end
+
+-- The MessageGroupId of a message record ("<sent_ms>|<payload>"), or nil.
+local function record_group(record)
+  local bar = string.find(record, '|', 1, true)
+  return bar and group_at(record, bar + 1) or nil
 end
 
 -- The visible entry at the end of a `deferred` member.

@@ -90,16 +90,6 @@ local function fifo_forget(k, id)
   return nil
 end
 
--- The group of a FIFO record: its payload starts "f<n>:<group><m>:<dedup>"
--- (see smq/_message.py); nil for a record without that header.
-local function record_group(record)
-  local n, rest = string.match(record, '^%d+|f(%d+):(.*)$')
-  if n == nil then
-    return nil
-  end
-  return string.sub(rest, 1, tonumber(n))
-end
-
 -- Store a message in its group, behind the group's other messages; list the
 -- group when it is new. Returns the message's sequence number: 20 digits, a
 -- 1 then the queue's count zero-padded, so it reads as the large decimal SQS
