@@ -116,27 +116,13 @@ local doomed_members = {}
 local doomed_seen = {}
 local doomed_stated = 0  -- doomed with an entry in `state`
 local stale = 0
--- A receipt that deletes: its message once, whatever the batch repeats. `member`: what leaves
--- `inflight`; `stored_state`: the message's `state` entry, nil for a first receive's member.
-local function doom(id, member, stored_state)
-  if doomed_seen[id] then
-    return
-  end
-  doomed_seen[id] = true
-  doomed[#doomed + 1] = id
-  doomed_members[#doomed] = member
-  if stored_state then
-    doomed_stated = doomed_stated + 1
-  end
-  if evented then
-    local _, receive_count = parse_state(stored_state or '|1|0|0')
-    emit(events, events_max, now, 'deleted', id, receive_count)
-  end
-end
 for i = 1, count do
   local id = ids[i]
   local token = ARGV[2 * i + 3]
   local status
+  -- A receipt that deletes names what leaves `inflight` (the id, or a first receive's member),
+  -- and the message's `state` entry (none for a member).
+  local leaving, stored_state
   local member = member_of[i]
   local expiry = member and member_expiry[member]
   if expiry then
@@ -145,7 +131,7 @@ for i = 1, count do
       status = E_RECEIPT_EXPIRED
     else
       status = DELETED
-      doom(id, member, nil)
+      leaving = member
     end
   elseif states[i] == false then
     if redis.call('HEXISTS', messages, id) == 1 then
@@ -174,7 +160,20 @@ for i = 1, count do
       status = E_RECEIPT_EXPIRED
     else
       status = DELETED
-      doom(id, id, states[i])
+      leaving, stored_state = id, states[i]
+    end
+  end
+  -- Its message once, whatever the batch repeats (inline: a function call a receipt costs).
+  if leaving and not doomed_seen[id] then
+    doomed_seen[id] = true
+    doomed[#doomed + 1] = id
+    doomed_members[#doomed] = leaving
+    if stored_state then
+      doomed_stated = doomed_stated + 1
+    end
+    if evented then
+      local _, receive_count = parse_state(stored_state or '|1|0|0')
+      emit(events, events_max, now, 'deleted', id, receive_count)
     end
   end
   if status == STALE_IGNORED then
