@@ -70,12 +70,157 @@ def test_a_batch_is_received_by_its_tasks_and_deleted_by_the_next_ones(
     assert queue.attributes().counters["deleted"] == 25
 
 
-def test_a_replayed_batch_this_reader_never_planned_is_empty(
+def test_a_replayed_batch_no_task_of_which_ran_is_planned_anew(
     client: smq.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queue = client.create_queue("jobs")
-    reader = _reader(client, queue, monkeypatch)
-    assert reader.partitions({"batch": 4}, {"batch": 5}) == []
+    _send(queue, 30)
+    reader = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="2")
+    # A driver died after Spark logged batch 5's offset, before it asked for its partitions.
+    parts = _read(reader, {"reader": "r1", "batch": 4}, {"reader": "r1", "batch": 5})
+    assert [len(rows) for rows in parts] == [10, 10]
+    assert reader._record(5).reader == "r1"
+
+
+def _dead(reader: QueueStreamReader) -> None:
+    """The driver's process died (kill -9): its heartbeat stops, and nothing else happens."""
+    reader._stopping.set()
+    if reader._heartbeat is not None:
+        reader._heartbeat.join(timeout=30)
+
+
+def _ids(parts: list[list[Any]]) -> list[str]:
+    return [row["message_id"] for rows in parts for row in rows]
+
+
+def _records_left(client: smq.Client, reader: str, batches: range) -> int:
+    """How many of a reader's keys (its index, its batches' records) are in Redis."""
+    records = [_stream_read.BatchRecord("jobs", reader, batch) for batch in batches]
+    keys = [records[0].index, *(key for record in records for key in (record.rows, record.receipts))]
+    return int(client._redis.exists(*keys))
+
+
+def test_a_restarted_query_replays_its_batch_from_the_records(
+    client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = client.create_queue("jobs")
+    _send(queue, 30)
+    first = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="2")
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    given = _ids(_read(first, start, end))
+    assert len(given) == 20
+    _dead(first)  # tasks ran (and maybe the sink wrote), Spark's commit log has no entry for the batch
+    again = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="2")
+    assert again.initialOffset()["reader"] != start["reader"]  # the checkpoint's id wins, below
+    assert _ids(_read(again, start, end)) == given  # Spark replays it: the same rows, received once
+    assert queue.attributes().counters["received"] == 20
+    following = again.latestOffset(end, None)
+    again.commit(end)
+    rest = _ids(_read(again, end, following))
+    assert len(given + rest) == len(set(given + rest)) == 30
+    last = again.latestOffset(following, None)  # an empty batch gets the last one committed
+    again.commit(following)
+    _read(again, following, last)
+    again.commit(last)
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters["deleted"], info.counters["received"]) == (
+        0,
+        0,
+        30,
+        30,
+    )
+    again.stop()
+    assert _records_left(client, start["reader"], range(0, 5)) == 0  # nothing of the query is left
+
+
+def test_a_restart_first_deletes_the_batches_spark_committed(
+    client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = client.create_queue("jobs")
+    _send(queue, 30)
+    first = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20")
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    assert len(_ids(_read(first, start, end))) == 20
+    _dead(first)  # after Spark wrote the batch's commit log, before any of its messages was deleted
+    again = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20")
+    following = again.latestOffset(end, None)  # the restarted query's first call: deletes first
+    info = queue.attributes()
+    assert (info.counters["deleted"], info.in_flight) == (20, 0)
+    assert following["batch"] == end["batch"] + 1 and following["reader"] == start["reader"]
+    assert len(_ids(_read(again, end, following))) == 10
+    assert queue.attributes().counters["received"] == 30
+
+
+def test_a_restart_after_the_timeout_hides_the_batch_again_and_keeps_out_what_another_took(
+    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = client.create_queue("jobs")
+    _send(queue, 10)
+    first = _reader(client, queue, monkeypatch, visibilityTimeout="30", numPartitions="1")
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    given = _ids(_read(first, start, end))
+    _dead(first)
+    clock.advance(31)  # the driver stays down past the timeout: the batch is visible again
+    (taken,) = queue.receive(1, visibility_timeout=0)  # another consumer takes one, and lets it go
+    again = _reader(client, queue, monkeypatch, visibilityTimeout="30", numPartitions="1")
+    assert _ids(_read(again, start, end)) == given  # the replay: the same rows
+    assert queue.attributes().in_flight == 9  # hidden again, all but the one taken meanwhile
+    following = again.latestOffset(end, None)
+    again.commit(end)
+    # The taken message comes back to this query: its receipt is kept for the delete, but it is
+    # not given as a row a second time.
+    assert _ids(_read(again, end, following)) == []
+    last = again.latestOffset(following, None)
+    again.commit(following)
+    _read(again, following, last)
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters["deleted"]) == (0, 0, 10)
+    assert taken.message_id in given
+    again.stop()
+
+
+def test_a_restart_lets_go_of_a_batch_spark_does_not_replay(
+    client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = client.create_queue("jobs")
+    _send(queue, 10)
+    first = _reader(client, queue, monkeypatch, numPartitions="1")
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    assert len(_ids(_read(first, start, end))) == 10
+    _dead(first)
+    # The records name a batch after the last one Spark committed that Spark does not run again
+    # (its checkpoint went back, say): its messages are let go at once.
+    again = _reader(client, queue, monkeypatch, numPartitions="1")
+    again.latestOffset(start, None)
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters.get("deleted", 0)) == (10, 0, 0)
+    assert _records_left(client, start["reader"], range(0, 3)) == 0
+
+
+def test_two_queries_on_one_queue_keep_their_own_records(
+    client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = client.create_queue("jobs")
+    _send(queue, 40)
+    one = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="1")
+    two = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="1")
+    starts = one.initialOffset(), two.initialOffset()
+    assert starts[0]["reader"] != starts[1]["reader"]
+    ends = one.latestOffset(starts[0], None), two.latestOffset(starts[1], None)
+    rows = _ids(_read(one, starts[0], ends[0])), _ids(_read(two, starts[1], ends[1]))
+    assert len(rows[0]) == len(rows[1]) == 20 and not set(rows[0]) & set(rows[1])
+    assert ends[0]["batch"] == ends[1]["batch"]  # the same batch number, two records
+    one.commit(ends[0])
+    info = queue.attributes()
+    assert (info.in_flight, info.counters["deleted"]) == (20, 20)  # only the first query's
+    two.commit(ends[1])
+    assert queue.attributes().counters["deleted"] == 40
+    one.stop()
+    two.stop()
 
 
 def test_the_heartbeat_counts_lost_leases_but_keeps_messages_at_their_ceiling(

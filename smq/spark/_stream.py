@@ -11,20 +11,34 @@ recorded receipts every third of the timeout) until ``commit``, which Spark
 calls once the batch's output and its commit log are written, and which
 deletes exactly the batch's recorded messages, wherever they were read.
 
-If the driver dies, the heartbeat stops with it and the messages come back
-when their timeout runs out, to be received and processed again: at least
-once, end to end. A task that fails, or an executor lost mid-batch, reads
-again what its partition recorded (or, if it died before recording, its
-messages come back by their timeout).
+Offsets are ``{"reader": <id>, "batch": n}``. The reader id is made once, by
+the query's initial offset, and Spark keeps it in the checkpoint's offset log,
+so the records of a batch (``stream:<reader>:<batch>:...``) and the reader's
+index of batches planned but not yet deleted (``stream:<reader>``) are named by
+the query, not by the process: another query on the same queue has its own.
 
-Offsets are ``{"batch": n}``, increasing. A restarted query replays its
-last uncommitted batch by offset; this process did not plan that batch (the
-old one did, and its heartbeat died with it), so it replays as empty, and the
-messages arrive again in a later batch once their timeout runs out.
+A restarted query (same checkpoint) first finishes what the dead driver left:
+
+- every batch its index holds up to the last one Spark committed is deleted
+  (its output is written: Spark's commit log says so);
+- the batch Spark replays (planned, maybe partly or wholly read and written,
+  but not committed) is read again from its records: its recorded shares give
+  the same rows, so a sink idempotent per batch id (Spark's file sink, Delta)
+  holds each message once. Before its tasks run, the driver hides the recorded
+  messages again, even if their timeout ran out while it was down. A message
+  that someone else received in the meantime (or, on a FIFO queue, whose
+  receipt expired) is remembered: if it comes back to this query, its receipt
+  is kept for the delete but it is not given as a row again;
+- any other batch of the index (planned, never replayed) is let go.
+
+Records live as long as the queue keeps messages (its retention period, and
+an hour more), so a driver may be down for as long as that; a query that is
+dropped for good leaves its records to expire then.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -35,7 +49,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .._client import Client
-from .._errors import SmqError, VisibilityCeilingExceeded
+from .._errors import ReceiptExpired, SmqError, StaleReceipt, VisibilityCeilingExceeded
 from .._message import ChangeEntry, DeleteEntry
 from .._queue import Queue
 from ._options import SourceOptions
@@ -43,8 +57,8 @@ from ._stream_read import (
     BatchRecord,
     ReceivePartition,
     chunks,
+    hash_items,
     read_partition,
-    record_seconds,
     share_receipts,
 )
 
@@ -59,6 +73,8 @@ except ImportError:  # pragma: no cover - PySpark 4.0 and 4.1
 
 
 _POLL_SECONDS = 0.05
+# A re-hide that fails so means the message may come back to this query: remember it.
+_TAKEN = {StaleReceipt.__name__, ReceiptExpired.__name__}
 
 
 class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
@@ -77,17 +93,18 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._setup()
 
     def _setup(self) -> None:
-        # Names this run's records: a restarted query's batch numbers may repeat.
-        self._reader = uuid.uuid4().hex[:16]
+        self._reader: str | None = None  # the query's, from the first offset Spark gives
         self._planned: dict[int, int] = {}  # batch not yet committed -> messages it may take
         # Batches whose partitions Spark has asked for -> how many (its record's fields 0 .. n-1):
         self._parts: dict[int, int] = {}
         # Committed batches whose messages the tasks of a later batch delete:
         self._handed: dict[int, list[int]] = {}  # later batch -> the committed batches it deletes
         self._unused = 0  # messages committed batches planned but did not take
+        # Messages of an earlier run's batch that another receive took while the driver was down:
+        self._given: frozenset[str] = frozenset()
         self._lock = threading.Lock()
-        self._last = int(time.time() * 1000)  # above any batch number of an earlier run
         self._budget: int | None = None  # Trigger.AvailableNow: messages left to take
+        self._lasting: int | None = None  # seconds the records live: the queue's retention, and more
         self._client: Client | None = None
         self._held: Queue | None = None
         self._stopping = threading.Event()
@@ -95,11 +112,14 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
 
     # -- Spark's calls, on the driver --------------------------------------------------
 
-    def initialOffset(self) -> dict[str, int]:
-        return {"batch": 0}
+    def initialOffset(self) -> dict[str, Any]:
+        """A new query: a new reader id, which every later offset carries (see the module docstring)."""
+        return {"reader": uuid.uuid4().hex[:16], "batch": 0}
 
-    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         """Plan the next micro-batch if the queue has visible messages; else return ``start``."""
+        start = start or self.initialOffset()
+        self._adopt(start, committed=start["batch"], replay=None)
         wanted = self.options.max_messages_per_batch
         max_rows = getattr(limit, "max_rows", None)
         if isinstance(max_rows, int):
@@ -107,49 +127,66 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         if self._budget is not None:
             self._settle_budget()
             wanted = min(wanted, self._budget)
-        previous = max(self._last, (start or {}).get("batch", 0))
         with self._lock:
             waiting = any(self._planned.values())  # a batch that may hold messages awaits its commit
         # With a batch awaiting its commit, do not wait for messages: an empty batch commits it now.
         if wanted <= 0 or not self._visible_soon(0 if waiting else self.options.wait_time_seconds):
             if not waiting:
-                return {"batch": previous}
+                return start
             # Spark commits a batch only when it plans the next one. An empty
             # batch makes it commit the last one now, so its messages are
             # deleted instead of waiting, hidden, for more messages to come.
             wanted = 0
-        batch = previous + 1
+        batch = start["batch"] + 1
         with self._lock:
             self._planned[batch] = wanted
         if self._budget is not None:
             self._budget -= wanted
-        self._last = batch
         self._start_heartbeat()
-        return {"batch": batch}
+        return {"reader": self._reader, "batch": batch}
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self._adopt(end, committed=start["batch"], replay=end["batch"])
         with self._lock:
-            # A batch this process did not plan (a replay after a restart) reads nothing.
             planned = [(b, n) for b, n in sorted(self._planned.items()) if start["batch"] < b <= end["batch"]]
+            unknown = end["batch"] > start["batch"] and end["batch"] not in self._planned
+            if unknown:  # planned by a driver that died before any task of it ran: plan it anew
+                self._planned[end["batch"]] = self.options.max_messages_per_batch
+                planned.append((end["batch"], self.options.max_messages_per_batch))
+        if unknown:
+            self._start_heartbeat()
         options = self.options
+        lasting = self._record_seconds()
         parts: list[InputPartition] = []
         for batch, wanted in planned:
-            record = BatchRecord(options.queue, self._reader, batch)
+            record = self._record(batch)
             with self._lock:
                 handed = [
                     (self._record(old), field)
                     for old in self._handed.get(batch, [])
                     for field in range(self._parts.get(old, 0))
                 ]
-                # A batch of no messages that carries deletes has tasks that only delete.
-                count = min(options.num_partitions, wanted or len(handed))
+                # A batch of no messages that carries deletes has tasks that only delete. A
+                # replayed batch keeps the shares its records were made with.
+                count = self._parts.get(batch) or min(options.num_partitions, wanted or len(handed))
                 self._parts[batch] = count
+                given = self._given
+            # The index names the batch before any task of it can record: a restart finds it.
+            self._index("HSET", self._index_key(), str(batch), f"{count} {wanted}")
+            self._index("EXPIRE", self._index_key(), lasting)
             for index in range(count):
                 share = wanted // count + (1 if index < wanted % count else 0)
                 deletes = tuple(handed[index::count])
                 parts.append(
                     ReceivePartition(
-                        record, index, share, options.visibility_timeout, options.settings, deletes
+                        record,
+                        index,
+                        share,
+                        options.visibility_timeout,
+                        options.settings,
+                        deletes,
+                        lasting,
+                        given,
                     )
                 )
         return parts
@@ -158,7 +195,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         assert isinstance(partition, ReceivePartition)
         return read_partition(partition)
 
-    def commit(self, end: dict[str, int]) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Spark has committed every batch up to ``end``: have their messages deleted.
 
         Spark calls this while it plans the next batch, before that batch's
@@ -168,6 +205,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         partitions first does the driver delete them itself. Until they are
         deleted the heartbeat keeps them hidden.
         """
+        self._adopt(end, committed=end["batch"], replay=None)
         with self._lock:
             done = {batch: wanted for batch, wanted in self._planned.items() if batch <= end["batch"]}
             for batch in done:
@@ -190,7 +228,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                     self._delete(receipts)
                     self._drop(record)
         except SmqError as error:
-            # Not worth failing the query: records expire; undeleted messages come back.
+            # Not worth failing the query: undeleted messages come back; a restart deletes them.
             log.warning("smq: a committed batch's clean-up failed: %s", error)
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -198,23 +236,18 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._budget = self._queue().attributes().visible
 
     def stop(self) -> None:
-        """The source ends in order: stop the heartbeat, let uncommitted messages go at once.
+        """The source ends in order: stop the heartbeat, delete what was committed.
 
-        Their batches were not committed here (Spark may have written the last
-        one's commit log already, in which case a restarted query does not
-        replay it and its messages are processed again: at least once).
-        Visibility 0 returns them to the queue now rather than after the
-        timeout; committed messages not yet deleted are deleted.
+        A batch not committed keeps its records and its messages stay hidden
+        until their timeout runs out: if the query starts again from its
+        checkpoint, Spark replays that batch, and it reads the same rows.
         (PySpark 4.3 kills the source's process when a query stops or fails,
-        without this call; the heartbeat dies with it and they come back when
-        the timeout runs out.)
+        without this call; a restart finishes the committed deletes then.)
         """
         self._stopping.set()
         if self._heartbeat is not None:
-            self._heartbeat.join(timeout=30)  # a pass under way must not hide what is let go
+            self._heartbeat.join(timeout=30)  # a pass under way must not race the deletes
         with self._lock:
-            batches = sorted(self._planned)
-            self._planned.clear()
             committed = sorted(old for olds in self._handed.values() for old in olds)
             self._handed.clear()
         for batch in committed:  # committed, but the tasks that were to delete them never ran
@@ -224,16 +257,74 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 self._drop(record)
             except SmqError as error:
                 log.warning("smq: could not delete the messages of a committed batch: %s", error)
-        for batch in batches:
+        if self._client is not None:
+            self._client.close()
+
+    # -- a restart -----------------------------------------------------------------------
+
+    def _adopt(self, offset: dict[str, Any], committed: int, replay: int | None) -> None:
+        """The first offset Spark gives this process names the query's reader: finish what an
+        earlier driver of the same query left (see the module docstring)."""
+        if self._reader is not None:
+            return
+        # A checkpoint of smq 0.3 or older has offsets without a reader: start a new one.
+        self._reader = str(offset.get("reader") or uuid.uuid4().hex[:16])
+        index = self._index("HGETALL", self._index_key())
+        deleted = replayed = released = 0
+        given: set[str] = set()
+        for field, value in sorted(hash_items(index), key=lambda item: int(item[0])):
+            batch = int(field)
+            count, wanted = (int(n) for n in value.decode().split())
+            with self._lock:
+                self._parts[batch] = count
             record = self._record(batch)
-            try:
+            if batch <= committed:  # its output is written: delete its messages
+                receipts = self._receipts(record)
+                self._delete(receipts)
+                self._drop(record)
+                deleted += len(receipts)
+            elif replay is not None and batch <= replay:  # Spark runs it again: the same rows
+                given |= self._hide_again(record)
+                with self._lock:
+                    self._planned[batch] = wanted
+                replayed += 1
+            else:  # planned, but Spark will not run it again: let its messages go
                 receipts = self._receipts(record)
                 self._change(receipts, 0)
                 self._drop(record)
-            except SmqError as error:
-                log.warning("smq: could not release the messages of an uncommitted batch: %s", error)
-        if self._client is not None:
-            self._client.close()
+                released += len(receipts)
+        with self._lock:
+            self._given = frozenset(given)
+        if index:
+            log.warning(
+                "smq: stream %s on %r resumed: %d messages of committed batches deleted, %d batches "
+                "replayed from their records (%d of their messages taken by another receive meanwhile), "
+                "%d messages of abandoned batches let go",
+                self._reader,
+                self.options.queue,
+                deleted,
+                replayed,
+                len(given),
+                released,
+            )
+        if replayed:
+            self._start_heartbeat()
+
+    def _hide_again(self, record: BatchRecord) -> set[str]:
+        """Extend a replayed batch's recorded messages; return the ids of those someone else took."""
+        rows = hash_items(self._index("HGETALL", record.rows))
+        ids = {str(entry[-1]): str(entry[0]) for _, value in rows for entry in json.loads(value)}
+        taken: set[str] = set()
+        receipts = self._receipts(record)
+        for chunk in chunks(receipts):
+            result = self._queue().change_visibility_batch(
+                [ChangeEntry(str(i), r, self.options.visibility_timeout) for i, r in enumerate(chunk)]
+            )
+            for failure in result.failed:
+                receipt = chunk[int(failure.id)]
+                if failure.code in _TAKEN and receipt in ids:
+                    taken.add(ids[receipt])
+        return taken
 
     # -- the queue -----------------------------------------------------------------------
 
@@ -250,22 +341,37 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         return self._client
 
     def _record(self, batch: int) -> BatchRecord:
+        assert self._reader is not None
         return BatchRecord(self.options.queue, self._reader, batch)
+
+    def _index_key(self) -> str:
+        return self._record(0).index
+
+    def _index(self, command: str, key: str, *args: Any) -> Any:
+        """One command on the reader's index or records (keys in the queue's hash slot)."""
+        client, what = self._smq(), "keep a stream's records"
+        if command in ("HGETALL", "HGET"):
+            return client._read(what, self.options.queue, key, command, key, *args)
+        return client._write(what, self.options.queue, key, command, key, *args)
+
+    def _record_seconds(self) -> int:
+        if self._lasting is None:
+            self._lasting = self._queue().attributes().config.message_retention_period + 3600
+        return self._lasting
 
     def _receipts(self, record: BatchRecord) -> list[str]:
         """The receipts the batch's tasks recorded, in partition order."""
         client = self._smq()
-        flat = client._read("read a micro-batch", record.queue, record.receipts, "HGETALL", record.receipts)
-        pairs = (
-            flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-        )  # RESP3 or 2
-        by_part = {int(part): receipts.decode().split() for part, receipts in pairs}
+        by_part = {int(part): receipts.decode().split() for part, receipts in self._recorded(record)}
         with self._lock:
             parts = self._parts.get(record.batch, 0)
         for part in range(parts):
             if part not in by_part:  # a task died after its claim, before the copy: from the rows
                 by_part[part] = share_receipts(client, record, str(part))
         return [r for part in sorted(by_part) for r in by_part[part]]
+
+    def _recorded(self, record: BatchRecord) -> list[tuple[bytes, bytes]]:
+        return hash_items(self._index("HGETALL", record.receipts))
 
     def _delete(self, receipts: list[str]) -> None:
         """Delete committed messages from the driver (at stop, or when no batch carries them)."""
@@ -277,10 +383,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
     def _drop(self, record: BatchRecord) -> None:
         with self._lock:
             self._parts.pop(record.batch, None)
-        # One command: both keys are in the queue's hash slot.
-        self._smq()._write(
-            "drop a micro-batch's record", record.queue, record.rows, "DEL", record.rows, record.receipts
-        )
+        self._index("DEL", record.rows, record.receipts)  # one command: both in the queue's hash slot
+        self._index("HDEL", record.index, str(record.batch))
 
     def _visible_soon(self, wait_seconds: float) -> bool:
         """Whether the queue has visible messages, waiting up to ``wait_seconds`` for one."""
@@ -317,10 +421,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         return lost
 
     def _keep(self, record: BatchRecord) -> tuple[int, int]:
-        """Extend a batch's records and messages: (messages no longer held, messages recorded)."""
-        lasting = record_seconds(self.options.visibility_timeout)
-        for key in (record.rows, record.receipts):
-            self._smq()._write("keep a micro-batch's record", record.queue, key, "EXPIRE", key, lasting)
+        """Extend a batch's messages: (messages no longer held, messages recorded)."""
         receipts = self._receipts(record)
         return self._change(receipts, self.options.visibility_timeout), len(receipts)
 

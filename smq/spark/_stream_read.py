@@ -19,13 +19,18 @@ their visibility timeout runs out, to be received again.
 The records of a batch are two hashes under the queue's hash tag (so on a
 Redis Cluster they live on the queue's node):
 ``smq:{<queue>}:stream:<reader>:<batch>:rows`` and ``...:receipts``, field:
-the partition number. When Spark has committed the batch, the tasks of the next
-one delete its messages and leave in each share's place an empty share (a
-tombstone: a late copy of a task of the committed batch finds it and gives
-no rows, instead of recording messages nobody would ever commit); the driver
-drops the hashes once those deletes are done. Until then its heartbeat keeps
-them alive with the messages. The records of a driver that died expire a
-minute after three visibility timeouts, as its messages come back.
+the partition number; ``<reader>`` names the query (see ``smq.spark._stream``).
+When Spark has committed the batch, the tasks of the next one delete its
+messages and leave in each share's place an empty share (a tombstone: a late
+copy of a task of the committed batch finds it and gives no rows, instead of
+recording messages nobody would ever commit); the driver drops the hashes once
+those deletes are done. Records expire an hour after the queue's retention
+period, as the messages they name would.
+
+A partition may name messages not to give as rows (``given``): messages of a
+replayed batch that another receive took while the driver was down. If one
+comes back to this query, its receipt is recorded, to be deleted with the
+batch, but the batch that first gave it keeps its row.
 """
 
 from __future__ import annotations
@@ -54,11 +59,6 @@ T = TypeVar("T")
 _now = time.monotonic  # a test's clock can stand in
 
 
-def record_seconds(visibility_timeout: int) -> int:
-    """How long a batch's records outlive the last heartbeat that kept them."""
-    return 3 * visibility_timeout + 60
-
-
 @dataclass(frozen=True)
 class BatchRecord:
     """Where the messages of one micro-batch of one reader are recorded."""
@@ -69,6 +69,11 @@ class BatchRecord:
 
     def _key(self, part: str) -> str:
         return QueueKeys.of(self.queue).extra(f"stream:{self.reader}:{self.batch}:{part}")
+
+    @property
+    def index(self) -> str:
+        """The reader's index: batch -> "<partitions> <messages wanted>", for a restart."""
+        return QueueKeys.of(self.queue).extra(f"stream:{self.reader}")
 
     @property
     def rows(self) -> str:
@@ -93,6 +98,8 @@ class ReceivePartition(InputPartition):
     visibility_timeout: int
     settings: Settings
     deletes: tuple[tuple[BatchRecord, int], ...] = ()
+    lasting: int = 345_600 + 3600  # seconds the records live
+    given: frozenset[str] = frozenset()  # ids not to give as rows
 
 
 # One client per Python worker process: Spark reuses its workers from task to task.
@@ -122,12 +129,19 @@ def read_partition(partition: ReceivePartition) -> Iterator[Any]:
         for old, part in partition.deletes:  # deleted: their shares become tombstones
             what = "drop a micro-batch's record"
             client._write(what, old.queue, old.rows, "HSET", old.rows, str(part), _TOMBSTONE)
-            lasting = record_seconds(partition.visibility_timeout)
-            client._write(what, old.queue, old.rows, "EXPIRE", old.rows, lasting)  # if HSET made it anew
+            client._write(
+                what, old.queue, old.rows, "EXPIRE", old.rows, partition.lasting
+            )  # if HSET made it anew
             client._write(what, old.queue, old.receipts, "HDEL", old.receipts, str(part))
         if partition.wanted == 0:
             return iter(())  # only deleted: nothing to record (doing it again is harmless)
-        entries = [_entry(m) for m in messages]
+        entries = [_entry(m) for m in messages if m.message_id not in partition.given]
+        if len(entries) < len(messages):
+            log.warning(
+                "smq: %d messages given by a batch before a restart came back; their receipts are kept "
+                "for the delete, their rows are not given again",
+                len(messages) - len(entries),
+            )
         payload = json.dumps(entries, separators=(",", ":"))
         if not _claim(partition, client, payload, [m.receipt_handle for m in messages]):
             # Another evaluation of this partition recorded first: its rows stand.
@@ -149,7 +163,7 @@ def _claim(partition: ReceivePartition, client: Client, payload: str, receipts: 
     """Record the rows and their receipts if no evaluation has; then (the winner only) a copy
     of the receipts alone, which the driver reads without the bodies."""
     what, record, field = "record a micro-batch", partition.record, str(partition.index)
-    lasting = record_seconds(partition.visibility_timeout)
+    lasting = partition.lasting
     if not client._write(what, record.queue, record.rows, "HSETNX", record.rows, field, payload):
         return False
     client._write(what, record.queue, record.rows, "EXPIRE", record.rows, lasting)
@@ -210,6 +224,13 @@ def _receive(queue: Queue, wanted: int, timeout: int, deletes: list[str]) -> lis
             for failure in result.failed:
                 log.warning("smq: delete of a committed message failed: %s", failure.message)
     return messages
+
+
+def hash_items(reply: Any) -> list[tuple[bytes, bytes]]:
+    """An HGETALL reply as (field, value) pairs, from RESP3 (a dict) or RESP2 (a flat list)."""
+    if isinstance(reply, dict):
+        return list(reply.items())
+    return list(zip(reply[::2], reply[1::2], strict=True))
 
 
 def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
