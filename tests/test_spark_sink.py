@@ -62,6 +62,41 @@ class _FailingWriter(QueueWriter):
         return super().write(rows())
 
 
+class _DoomedSource(SmqDataSource):
+    """``format("smq_doomed")``: the smq sink, whose partition 0 dies at row 50 in every attempt, once
+    the other partitions have sent theirs (so the write fails with a known part sent)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "smq_doomed"
+
+    def writer(self, schema: Any, overwrite: bool) -> Any:
+        return _DoomedWriter(self.checked, schema, overwrite)
+
+
+class _DoomedWriter(QueueWriter):
+    def write(self, iterator: Iterator[Any]) -> Any:
+        import time
+
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context.partitionId() != 0:
+            return super().write(iterator)
+
+        def rows() -> Iterator[Any]:
+            for position, row in enumerate(iterator):
+                if position == 50:
+                    with smq.Client(settings=self.options.settings) as client:
+                        deadline = time.monotonic() + 60
+                        while client._redis.hlen(self.ledger) < 3 and time.monotonic() < deadline:
+                            time.sleep(0.05)
+                    raise RuntimeError("injected task failure")
+                yield row
+
+        return super().write(rows())
+
+
 @pytest.fixture
 def failing(spark: Any) -> str:
     from pyspark import cloudpickle
@@ -69,6 +104,7 @@ def failing(spark: Any) -> str:
     # Tasks unpickle the data source; this test module is not importable there.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     spark.dataSource.register(_FailingSource)
+    spark.dataSource.register(_DoomedSource)
     return "smq_failing"
 
 
@@ -193,3 +229,50 @@ def test_deduplication_ids_follow_content_not_row_order(redis_client: smq.Client
     assert len(set(first)) == 3  # equal rows are still two messages
     assert sorted(ids(list(reversed(rows)))) == sorted(first)  # another order, the same ids
     assert set(ids(rows, partition=1)).isdisjoint(first)  # another partition, other ids
+
+
+def test_a_failed_write_run_again_with_its_write_id_sends_each_row_once(
+    spark: Any, redis_client: smq.Client, failing: str
+) -> None:
+    url = redis_client.settings.url
+    queue = redis_client.create_queue("out")
+    rows = spark.range(0, 400, 1, 4).selectExpr("concat('m-', id) as body")
+    with pytest.raises(Exception, match="injected task failure"):
+        _write(rows, "out", url, format="smq_doomed")
+    # The write's id, as its driver printed it at the start (see the next test): here from the
+    # name of its ledger (Spark's Python workers write to the stderr the JVM started with).
+    (key,) = redis_client._redis.scan_iter(match="smq:{out}:sink:*")
+    write_id = key.decode().rsplit(":", 1)[1]
+    ledger = redis_client._redis.hgetall(f"smq:{{out}}:sink:{write_id}")
+    assert ledger == {b"1": b"100 0", b"2": b"100 0", b"3": b"100 0"}  # partition 0 never finished
+    # Its three attempts each sent rows 0-39 (the batch of 40-49 had not gone out): 80 dropped.
+    assert queue.attributes().counters["deduplicated"] == 80
+    _write(rows, "out", url, writeId=write_id)
+    assert Counter(m.body for m in _drain(queue)) == Counter(f"m-{n}" for n in range(400))
+    # The run again sent partition 0 alone (its 40 rows sent before dropped as duplicates), and
+    # nothing of the partitions the ledger names: with no ledger, those 300 would rest on the
+    # 5-minute deduplication window.
+    assert queue.attributes().counters["deduplicated"] == 80 + 40
+    assert redis_client._redis.hlen(f"smq:{{out}}:sink:{write_id}") == 4
+    assert 345_600 < redis_client._redis.ttl(f"smq:{{out}}:sink:{write_id}") <= 345_600 + 3600
+
+
+def test_a_write_names_its_id_before_any_task_runs(
+    redis_client: smq.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from smq.spark._options import SourceOptions
+
+    redis_client.create_queue("out")
+    schema = StructType([StructField("body", StringType())])
+    options = SourceOptions.parse({"queue": "out", "url": redis_client.settings.url})
+    writer = QueueWriter(options, schema, overwrite=False)
+    said = capsys.readouterr().err
+    assert said == (
+        f"smq: write {writer.write_id} to queue 'out' begins; to run it again without duplicates "
+        f'(after a failure), use option("writeId", "{writer.write_id}")\n'
+    )
+    named = {"queue": "out", "url": redis_client.settings.url, "writeId": "nightly-2026-11-27"}
+    again = QueueWriter(SourceOptions.parse(named), schema, overwrite=False)
+    assert again.write_id == "nightly-2026-11-27" and "nightly-2026-11-27" in capsys.readouterr().err

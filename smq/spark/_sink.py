@@ -9,6 +9,15 @@ many equal messages came before it in the partition: it does not depend on row o
 which Spark does not promise to repeat after a shuffle. It does depend on the
 partition holding the same rows each attempt, as Spark's retries guarantee
 for deterministic input.
+
+A write is named by its ``writeId`` (a new one unless the option gives it),
+which the driver prints before any task runs. Each task that has sent its
+whole partition notes it in the write's ledger, a hash
+``smq:{<queue>}:sink:<writeId>`` (partition -> "<sent> <duplicates>") that
+lives as long as the queue keeps messages. The same write run again (the same
+``writeId``, as after a driver that died) sends nothing for a partition its
+ledger names, however long after; a partition cut short sends only what the
+deduplication ids do not drop, so within 5 minutes of the first run nothing twice.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import decimal
 import hashlib
 import json
 import logging
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -29,6 +39,7 @@ from pyspark.sql.types import MapType, StringType, StructType
 from .._batch import MAX_BATCH, MAX_BATCH_BYTES
 from .._client import Client
 from .._errors import InvalidParameter, SmqError
+from .._keys import QueueKeys
 from .._message import AttributeValue, SendEntry, attributes_size, to_attributes
 from .._queue import Queue
 from ._options import SourceOptions
@@ -43,6 +54,7 @@ class SentPartition(WriterCommitMessage):
     partition: int
     sent: int
     duplicates: int
+    earlier: bool = False  # sent by an earlier run of this write (its ledger says so)
 
 
 class SinkError(SmqError):
@@ -58,7 +70,9 @@ class QueueWriter(DataSourceWriter):
         self.options = options
         self.write_id = options.write_id or uuid.uuid4().hex
         with Client(settings=options.settings) as client:
-            self.fifo = client.get_queue(options.queue).fifo
+            queue = client.get_queue(options.queue)
+            self.fifo = queue.fifo
+            self.lasting = queue.attributes().config.message_retention_period + 3600
         fields = {f.name: f.dataType for f in schema.fields}
         if fields.get(options.body_column) != StringType():
             raise InvalidParameter(f"the smq sink needs a string column {options.body_column!r} for the body")
@@ -79,6 +93,18 @@ class QueueWriter(DataSourceWriter):
             )
         if self.fifo and self.delay_column is not None:
             raise InvalidParameter(f"FIFO queue {options.queue!r} takes no per-message delay column")
+        # Before any task runs: a driver killed mid-write has said how to run it again.
+        said = (
+            f"smq: write {self.write_id} to queue {options.queue!r} begins; to run it again without "
+            f'duplicates (after a failure), use option("writeId", "{self.write_id}")'
+        )
+        print(said, file=sys.stderr, flush=True)
+        log.info(said)
+
+    @property
+    def ledger(self) -> str:
+        """The write's ledger: partition -> "<sent> <duplicates>", for each one sent whole."""
+        return QueueKeys.of(self.options.queue).extra(f"sink:{self.write_id}")
 
     def write(self, iterator: Iterator[Any]) -> SentPartition:
         """Runs in each task: send the partition's rows, 10 to a call."""
@@ -89,6 +115,9 @@ class QueueWriter(DataSourceWriter):
         seen: Counter[bytes] = Counter()
         sent = duplicates = 0
         with Client(settings=self.options.settings) as client:
+            what, name, ledger = "keep a write's ledger", self.options.queue, self.ledger
+            if client._read(what, name, ledger, "HGET", ledger, str(partition)) is not None:
+                return SentPartition(partition, 0, 0, earlier=True)
             queue = client.queue(self.options.queue)
             batch: list[SendEntry] = []
             size = 0
@@ -103,23 +132,27 @@ class QueueWriter(DataSourceWriter):
             if batch:
                 more, dropped = self._send(queue, batch)
                 sent, duplicates = sent + more, duplicates + dropped
+            client._write(what, name, ledger, "HSET", ledger, str(partition), f"{sent} {duplicates}")
+            client._write(what, name, ledger, "EXPIRE", ledger, self.lasting)
         return SentPartition(partition, sent, duplicates)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         parts = [m for m in messages if isinstance(m, SentPartition)]
         log.info(
-            "smq: write %s to %r: %d messages sent, %d duplicates from retried tasks dropped",
+            "smq: write %s to %r: %d messages sent, %d duplicates from retried tasks dropped, "
+            "%d partitions sent by an earlier run of this write",
             self.write_id,
             self.options.queue,
             sum(p.sent for p in parts),
             sum(p.duplicates for p in parts),
+            sum(p.earlier for p in parts),
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         sent = sum(m.sent for m in messages if isinstance(m, SentPartition))
         log.warning(
             "smq: write %s to %r failed; the %d messages its finished tasks sent stay in the queue "
-            "(writing again with option writeId=%s within 5 minutes sends only the rest)",
+            "(writing again with option writeId=%s sends only the rest)",
             self.write_id,
             self.options.queue,
             sent,
