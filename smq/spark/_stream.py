@@ -267,7 +267,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         earlier driver of the same query left (see the module docstring)."""
         if self._reader is not None:
             return
-        # A checkpoint of smq 0.3 or older has offsets without a reader: start a new one.
+        # A checkpoint of an earlier smq has offsets without a reader: start a new one.
         self._reader = str(offset.get("reader") or uuid.uuid4().hex[:16])
         index = self._index("HGETALL", self._index_key())
         deleted = replayed = released = 0
