@@ -75,7 +75,8 @@ for i = 1, count do
   if ARGV[base + 4] ~= '' then
     deduplicating = true
   end
-  if ARGV[base + 3] >= 'f' then  -- an attribute length starts with a digit, below 'f'
+  -- An attribute length starts with a digit, below 'f'; "f0:" is a deduplication id alone.
+  if ARGV[base + 3] >= 'f' and string.byte(ARGV[base + 3], 2) ~= 48 then
     grouped = true
   end
 end

@@ -78,6 +78,21 @@ def test_without_group_ids_a_backlog_keeps_its_place(client: smq.Client) -> None
     assert raw(client).hget(queue.keys.meta, "fair") is None  # no group: none of the bookkeeping
 
 
+def test_deduplication_ids_without_a_group_make_no_tenant(client: smq.Client) -> None:
+    """A payload with a deduplication id alone starts "f0:" (a group of length 0): no group. Such
+    messages (the Spark sink's, say) once made the queue fair with a tenant "" that held every
+    message, so receives stopped handing any out after 30 were in flight."""
+    queue = client.create_queue("deduplicated", visibility_timeout=300)
+    for start in range(0, 100, 10):
+        entries = [smq.SendEntry(str(n), f"m{n}", deduplication_id=f"d{n}") for n in range(start, start + 10)]
+        queue.send_batch(entries)
+    received = [m.body for _ in range(10) for m in queue.receive(10)]
+    assert sorted(received) == sorted(f"m{n}" for n in range(100))
+    r = raw(client)
+    assert r.hget(queue.keys.meta, "fair") is None and r.hlen(queue.keys.tenants) == 0
+    assert queue.attributes().noisy_groups == 0
+
+
 def test_a_group_is_noisy_only_from_30_messages_in_flight(client: smq.Client) -> None:
     queue = client.create_queue("small", visibility_timeout=300)
     _send(queue, "big", 60, "n")

@@ -263,7 +263,7 @@ local function group_at(text, at)
   end
   local colon = string.find(text, ':', at + 1, true)
   local n = colon and tonumber(string.sub(text, at + 1, colon - 1))
-  if not n then
+  if not n or n == 0 then  -- "f0:": a deduplication id and no group
     return nil
   end
   return string.sub(text, colon + 1, colon + n)
