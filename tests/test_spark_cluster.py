@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -559,3 +560,64 @@ def _wait_for_no_application(cluster: StandaloneCluster) -> None:
     deadline = time.monotonic() + 60
     while (cluster.status().get("activeapps") or cluster.executor_pids()) and time.monotonic() < deadline:
         time.sleep(0.2)
+
+
+SINK_JOB = """
+import os
+import time
+
+from pyspark.sql.functions import udf
+from smq.spark import spark_session
+
+url, total = os.environ["SMQ_REDIS_URL"], int(os.environ["JOB_TOTAL"])
+spark = spark_session(app_name="sink-rerun")
+
+
+@udf("string")
+def slow(body):
+    time.sleep(0.001)  # the write takes a while: a kill lands in its middle
+    return body
+
+
+rows = spark.range(0, total, 1, 8).selectExpr("concat('row ', id) AS body").select(slow("body").alias("body"))
+writer = rows.write.format("smq").option("url", url).option("queue", "written").mode("append")
+if os.environ.get("WRITE_ID"):
+    writer = writer.option("writeId", os.environ["WRITE_ID"])
+writer.save()
+print("written")
+spark.stop()
+"""
+
+
+def test_a_sink_job_whose_driver_was_killed_mid_write_runs_again_with_its_printed_id(
+    cluster: StandaloneCluster, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    """kill -9 of a sink job's driver mid-write; the write id it printed at the start, given to the
+    same job run again, makes the queue hold each row once."""
+    total = 20_000
+    queue = redis_client.create_queue("written")
+    job = tmp_path / "sink_job.py"
+    job.write_text(SINK_JOB)
+    env = {**os.environ, "SMQ_REDIS_URL": redis_client.settings.url, "JOB_TOTAL": str(total)}
+    running = submit(cluster.master_url, job, env, new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while queue.attributes().visible < total // 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.killpg(running.pid, signal.SIGKILL)
+    finally:
+        _, _, err = finish(running, timeout=60)
+        _wait_for_no_application(cluster)
+    (write_id,) = re.findall(r'use option\("writeId", "(\w+)"\)', err)
+    sent = queue.attributes().visible
+    assert total // 4 <= sent < total  # killed mid-write
+    code, out, err = finish(submit(cluster.master_url, job, {**env, "WRITE_ID": write_id}))
+    assert code == 0 and "written" in out, "\n".join(
+        line for line in err.splitlines() if " INFO " not in line
+    )
+    assert queue.attributes().visible == total
+    bodies: list[str] = []
+    while batch := queue.receive(10, visibility_timeout=600):
+        bodies += [m.body for m in batch]
+    assert len(bodies) == len(set(bodies)) == total
+    print(f"sink rerun: {sent} sent before the kill, {total} after the rerun")
