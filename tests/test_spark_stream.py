@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -255,3 +256,38 @@ def test_a_batch_read_twice_and_a_retried_task_see_the_same_messages(
         values = redis_client._redis.hvals(key)
         assert key.endswith(b":rows") and set(values) == {b"[]"} or key.count(b":") == 3, (key, values)
         assert 0 < redis_client._redis.ttl(key) <= 345_600 + 3600
+
+
+def test_the_query_progress_carries_the_sources_figures(
+    spark: Any, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    queue = redis_client.create_queue("jobs")
+    _send(queue, 300)
+    seen: list[str] = []
+
+    def each(batch: Any, batch_id: int) -> None:
+        seen.extend(row.message_id for row in batch.select("message_id").collect())
+
+    options = {"maxMessagesPerBatch": "100"}
+    query = _query(spark, redis_client, "jobs", tmp_path / "ck", each, **options)
+    query = query.trigger(processingTime="200 milliseconds").start()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and (len(seen) < 300 or queue.attributes().in_flight):
+            time.sleep(0.2)
+        time.sleep(1)  # a progress or two after the last batch
+        progress = query.recentProgress
+    finally:
+        query.stop()
+    figures = [json.loads(p.sources[0].latestOffset) for p in progress if p.sources[0].latestOffset]
+    assert figures, [p.json for p in progress]
+    last = figures[-1]
+    assert set(last) == {
+        "reader", "batch", "visible", "in_flight", "delayed", "held", "deletes_pending",
+        "heartbeat_extensions", "received", "redelivered",
+    }  # fmt: skip
+    assert (last["visible"], last["received"], last["redelivered"]) == (0, 300, 0)
+    assert max(f["visible"] for f in figures) > 0  # the backlog, as it went down
+    assert max(f["held"] + f["deletes_pending"] for f in figures) > 0  # batches on their way
+    for p in progress:
+        print(p.json)

@@ -3,6 +3,7 @@ the driver's calls in Spark's order, and the tasks' reads, on the test's client.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -94,10 +95,18 @@ def _ids(parts: list[list[Any]]) -> list[str]:
 
 
 def _records_left(client: smq.Client, reader: str, batches: range) -> int:
-    """How many of a reader's keys (its index, its batches' records) are in Redis."""
+    """How many of a reader's keys are in Redis: its batches' records, and its index if it
+    names a batch (beside the counts of messages received, which live on for the progress)."""
     records = [_stream_read.BatchRecord("jobs", reader, batch) for batch in batches]
-    keys = [records[0].index, *(key for record in records for key in (record.rows, record.receipts))]
-    return int(client._redis.exists(*keys))
+    keys = [key for record in records for key in (record.rows, record.receipts)]
+    index = records[0].index
+    fields = {
+        field.decode()
+        for field, _ in _stream_read.hash_items(client._read("t", "jobs", index, "HGETALL", index))
+    }
+    return int(client._read("test", "jobs", keys[0], "EXISTS", *keys)) + (
+        1 if fields - set(_stream_read.TALLIES) else 0
+    )
 
 
 def test_a_restarted_query_replays_its_batch_from_the_records(
@@ -244,3 +253,35 @@ def test_the_heartbeat_counts_lost_leases_but_keeps_messages_at_their_ceiling(
     clock.advance(43_200 - 31 - 10)
     assert reader._change(receipts, 30) == 1  # the taken one; the other is held to its ceiling
     assert queue.attributes().in_flight == 1  # held to its ceiling (the taken one timed out long ago)
+
+
+def test_the_progress_reports_backlog_held_messages_and_redeliveries(
+    client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = client.create_queue("jobs")
+    _send(queue, 30)
+    (again,) = queue.receive(1, visibility_timeout=0)  # received once before the query
+    reader = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", visibilityTimeout="1")
+    assert reader.reportLatestOffset() is None  # before Spark gave it an offset
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    ids = _ids(_read(reader, start, end))
+    deadline = time.monotonic() + 30
+    while (report := reader.reportLatestOffset()) and report["heartbeat_extensions"] < 40:
+        assert time.monotonic() < deadline, report  # two heartbeat passes (every third of 1 s)
+        time.sleep(0.05)
+    assert report is not None
+    assert {k: report[k] for k in ("reader", "batch", "visible", "in_flight", "delayed", "held")} == {
+        "reader": start["reader"],
+        "batch": end["batch"],
+        "visible": 10,
+        "in_flight": 20,
+        "delayed": 0,
+        "held": 20,
+    }
+    assert report["deletes_pending"] == 0
+    assert (report["received"], report["redelivered"]) == (20, 1 if again.message_id in ids else 0)
+    following = reader.latestOffset(end, None)
+    reader.commit(end)
+    assert reader.reportLatestOffset()["batch"] == following["batch"]  # type: ignore[index]
+    reader.stop()

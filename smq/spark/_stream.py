@@ -54,6 +54,7 @@ from .._message import ChangeEntry, DeleteEntry
 from .._queue import Queue
 from ._options import SourceOptions
 from ._stream_read import (
+    TALLIES,
     BatchRecord,
     ReceivePartition,
     chunks,
@@ -109,6 +110,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._held: Queue | None = None
         self._stopping = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        self._extended = 0  # messages the heartbeat extended, since this process started
+        self._latest = 0  # the newest batch Spark knows of
 
     # -- Spark's calls, on the driver --------------------------------------------------
 
@@ -120,6 +123,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         """Plan the next micro-batch if the queue has visible messages; else return ``start``."""
         start = start or self.initialOffset()
         self._adopt(start, committed=start["batch"], replay=None)
+        self._latest = max(self._latest, start["batch"])
         wanted = self.options.max_messages_per_batch
         max_rows = getattr(limit, "max_rows", None)
         if isinstance(max_rows, int):
@@ -143,10 +147,12 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         if self._budget is not None:
             self._budget -= wanted
         self._start_heartbeat()
+        self._latest = batch
         return {"reader": self._reader, "batch": batch}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         self._adopt(end, committed=start["batch"], replay=end["batch"])
+        self._latest = max(self._latest, end["batch"])
         with self._lock:
             planned = [(b, n) for b, n in sorted(self._planned.items()) if start["batch"] < b <= end["batch"]]
             unknown = end["batch"] > start["batch"] and end["batch"] not in self._planned
@@ -231,6 +237,41 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             # Not worth failing the query: undeleted messages come back; a restart deletes them.
             log.warning("smq: a committed batch's clean-up failed: %s", error)
 
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """What Spark shows as this source's ``latestOffset`` in each ``StreamingQueryProgress``:
+        the last batch planned, and the figures a pipeline team watches.
+
+        PySpark's Python data sources have no custom metrics (``SourceProgress.metrics``) to
+        report into; this is the one field of the progress a source fills. ``visible``,
+        ``in_flight``, ``delayed``: the queue's backlog now. ``held``: messages the tasks
+        recorded in batches not yet committed; ``deletes_pending``: in batches committed, not yet
+        deleted. ``heartbeat_extensions``: messages the heartbeat extended since the driver
+        started. ``received``, ``redelivered``: messages the query's tasks took, and those of
+        them received before (by anyone: a restart's, a lost lease's, another consumer's), since
+        the query began.
+        """
+        if self._reader is None:
+            return None
+        info = self._queue().attributes()
+        received, redelivered = self._index("HMGET", self._index_key(), *TALLIES)
+        with self._lock:
+            planned = set(self._planned)
+            committed = {old for olds in self._handed.values() for old in olds}
+            read = {batch for batch in planned | committed if batch in self._parts}  # tasks planned
+        counts = {batch: len(self._receipts(self._record(batch))) for batch in read}
+        return {
+            "reader": self._reader,
+            "batch": self._latest,
+            "visible": info.visible,
+            "in_flight": info.in_flight,
+            "delayed": info.delayed,
+            "held": sum(n for batch, n in counts.items() if batch in planned),
+            "deletes_pending": sum(n for batch, n in counts.items() if batch in committed),
+            "heartbeat_extensions": self._extended,
+            "received": int(received or 0),
+            "redelivered": int(redelivered or 0),
+        }
+
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: take only as many messages as are visible now."""
         self._budget = self._queue().attributes().visible
@@ -272,8 +313,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         index = self._index("HGETALL", self._index_key())
         deleted = replayed = released = 0
         given: set[str] = set()
-        for field, value in sorted(hash_items(index), key=lambda item: int(item[0])):
-            batch = int(field)
+        batches = [(int(field), value) for field, value in hash_items(index) if field.isdigit()]
+        for batch, value in sorted(batches):
             count, wanted = (int(n) for n in value.decode().split())
             with self._lock:
                 self._parts[batch] = count
@@ -295,7 +336,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 released += len(receipts)
         with self._lock:
             self._given = frozenset(given)
-        if index:
+        if batches:
             log.warning(
                 "smq: stream %s on %r resumed: %d messages of committed batches deleted, %d batches "
                 "replayed from their records (%d of their messages taken by another receive meanwhile), "
@@ -350,7 +391,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
     def _index(self, command: str, key: str, *args: Any) -> Any:
         """One command on the reader's index or records (keys in the queue's hash slot)."""
         client, what = self._smq(), "keep a stream's records"
-        if command in ("HGETALL", "HGET"):
+        if command in ("HGETALL", "HGET", "HMGET"):
             return client._read(what, self.options.queue, key, command, key, *args)
         return client._write(what, self.options.queue, key, command, key, *args)
 
@@ -423,7 +464,9 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
     def _keep(self, record: BatchRecord) -> tuple[int, int]:
         """Extend a batch's messages: (messages no longer held, messages recorded)."""
         receipts = self._receipts(record)
-        return self._change(receipts, self.options.visibility_timeout), len(receipts)
+        lost = self._change(receipts, self.options.visibility_timeout)
+        self._extended += len(receipts) - lost
+        return lost, len(receipts)
 
     def _forget(self, batch: int) -> None:
         """A committed batch whose messages are all gone (its carrier's tasks deleted them)."""

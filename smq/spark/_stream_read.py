@@ -149,6 +149,8 @@ def read_partition(partition: ReceivePartition) -> Iterator[Any]:
             stored = _recorded(client, record, field)
             if stored is None:  # its record expired in between: nothing to give
                 return iter(())
+        elif messages:
+            _tally(client, record, messages)
     if stored is not None:
         entries = json.loads(stored)
     return iter([arrow_batch(entries)] if entries else [])
@@ -172,7 +174,19 @@ def _claim(partition: ReceivePartition, client: Client, payload: str, receipts: 
     return True
 
 
+def _tally(client: Client, record: BatchRecord, messages: list[Message]) -> None:
+    """Count what a share received in the reader's index (for the query's progress)."""
+    what, index = "count a micro-batch", record.index
+    client._write(what, record.queue, index, "HINCRBY", index, TALLIES[0], len(messages))
+    again = sum(1 for m in messages if m.receive_count > 1)
+    if again:
+        client._write(what, record.queue, index, "HINCRBY", index, TALLIES[1], again)
+
+
 _TOMBSTONE = "[]"  # a share whose messages were deleted: no rows, no receipts
+# Fields of the reader's index beside its batches: messages the tasks received, and of those
+# received before.
+TALLIES = ("received", "redelivered")
 
 
 def share_receipts(client: Client, record: BatchRecord, field: str) -> list[str]:
