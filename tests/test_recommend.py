@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,29 @@ def test_work_past_12_hours_is_clamped_and_told_to_split() -> None:
     assert "kept within 12 h" in advice.visibility_timeout.why
     assert "past 12 h after its receive" in advice.heartbeat.why
     assert values(stats(5000.0, 7300.0, 7300.0))["VisibilityTimeout"] == 900  # 43,800 s: over 15 min anyway
+
+
+def test_a_queue_a_spark_stream_consumes_gets_the_streams_option_and_no_heartbeat_to_add(
+    tmp_path: Path,
+) -> None:
+    # Batch lives of 4 s (p50) to 9 s: the stream's driver beats, so 6 x p50 within 30 s-15 min.
+    streamed = stats(4.0, 9.0, 12.0, stream_readers=1, stream_timeout=30, stream_received=500)
+    advice = recommend(streamed)
+    assert (advice.visibility_timeout.value, advice.heartbeat.value) == (30, 10)
+    assert "set its visibilityTimeout option" in advice.visibility_timeout.why
+    assert advice.heartbeat.why.startswith("the stream's driver does it")
+    assert values(stats(40.0, 90.0, 120.0, stream_readers=2))["VisibilityTimeout"] == 240
+    # The same times on a queue of plain consumers: 6 x p99, no heartbeat.
+    assert values(stats(4.0, 9.0, 12.0)) == {
+        "VisibilityTimeout": 54,
+        "heartbeat": None,
+        "maxReceiveCount": None,
+    }
+    reports = write_report([replace(streamed, stream_redelivered=5)], tmp_path, charts=False)
+    text = (tmp_path / "report.md").read_text()
+    assert "| consumed by Spark streams | 1 (visibilityTimeout option 30 s): processing time" in text
+    assert "| received by the streams' tasks | 500, of which 5 (1.00%) had been received before" in text
+    assert reports[0].to_json()["metrics"]["stream_redelivered"] == 5
 
 
 def test_max_receive_count_covers_999_in_1000_successes_plus_one_and_at_least_3() -> None:

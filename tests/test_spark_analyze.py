@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+import smq
 from conftest import ROOT
 
 pytest.importorskip("pyspark")
@@ -288,3 +289,33 @@ def test_unknown_inputs_are_refused_in_one_line(spark: Any, tmp_path: Path) -> N
     from smq.spark._analyze import analyze
 
     assert analyze(read_event_files(spark, [str(tmp_path / "other.jsonl")])) == []
+
+
+def test_a_queue_a_stream_consumed_is_analysed_as_such(
+    spark: Any, redis_client: smq.Client, tmp_path: Path
+) -> None:
+    """Read from Redis, the analysis knows the streaming query that consumed the queue: it measures
+    micro-batch lives, and recommends the stream's option, not a heartbeat of the user's."""
+    from smq.spark._analyze import run_job
+
+    queue = redis_client.create_queue("jobs", event_stream_max_len=10_000)
+    for start in range(0, 200, 10):
+        queue.send_batch([smq.SendEntry(str(n), f"m-{n}") for n in range(start, start + 10)])
+    url = redis_client.settings.url
+    stream = spark.readStream.format("smq").option("url", url).option("queue", "jobs")
+    stream = stream.option("maxMessagesPerBatch", "50").option("visibilityTimeout", "40").load()
+    query = (
+        stream.writeStream.foreachBatch(lambda batch, batch_id: batch.count())
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert queue.attributes().counters["deleted"] == 200
+    (report,) = run_job(spark, tmp_path / "report", queues=["jobs"], url=url, charts=False)
+    s = report.stats
+    assert (s.stream_readers, s.stream_timeout, s.stream_received, s.stream_redelivered) == (1, 40, 200, 0)
+    assert s.current_timeout == 40 and s.processing_samples == 200
+    assert report.recommendations.heartbeat.why.startswith("the stream's driver does it")
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "| consumed by Spark streams | 1 (visibilityTimeout option 40 s)" in text

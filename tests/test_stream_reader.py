@@ -285,3 +285,22 @@ def test_the_progress_reports_backlog_held_messages_and_redeliveries(
     reader.commit(end)
     assert reader.reportLatestOffset()["batch"] == following["batch"]  # type: ignore[index]
     reader.stop()
+
+
+def test_a_stream_registers_itself_as_a_consumer_of_its_queue(
+    client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from smq.spark._consumers import stream_consumers
+
+    queue = client.create_queue("jobs")
+    _send(queue, 30)
+    assert stream_consumers(client, "jobs") == []
+    reader = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", visibilityTimeout="45")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    before = time.time()
+    _read(reader, start, end)
+    (consumer,) = stream_consumers(client, "jobs")
+    assert (consumer.reader, consumer.visibility_timeout, consumer.received) == (start["reader"], 45, 20)
+    assert before - 5 < consumer.seen_at <= time.time() + 5 and consumer.redelivered == 0
+    reader.stop()

@@ -40,6 +40,7 @@ left out, not guessed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -347,4 +348,30 @@ def run_job(
         if url is None:
             raise InvalidParameter("reading queues needs the Redis URL")
         events = read_event_queues(spark, queues, url, cluster)
-    return write_report(analyze(events), output, charts=charts)
+    stats = analyze(events)
+    if queues:
+        assert url is not None
+        stats = with_streams(stats, url, cluster)
+    return write_report(stats, output, charts=charts)
+
+
+def with_streams(stats: Sequence[QueueStats], url: str, cluster: bool) -> list[QueueStats]:
+    """``stats`` with what Redis knows of the Spark streams that consume each queue."""
+    from .._client import Client
+    from .._settings import Settings
+    from ._consumers import stream_consumers
+
+    result = []
+    with Client(settings=Settings(url=url, cluster=cluster)) as client:
+        for one in stats:
+            found = stream_consumers(client, one.queue)
+            if found:
+                one = replace(
+                    one,
+                    stream_readers=len(found),
+                    stream_timeout=max(c.visibility_timeout for c in found),
+                    stream_received=sum(c.received for c in found),
+                    stream_redelivered=sum(c.redelivered for c in found),
+                )
+            result.append(one)
+    return result

@@ -86,6 +86,14 @@ class QueueStats:
             dead-lettered (the queue's maxReceiveCount then), if any were.
         deleted_on_receive: Receive count -> messages deleted on that receive.
         processing_cdf: Processing-time quantiles at 0, 0.1%, ..., 100% (for charts).
+        stream_readers: Spark streaming queries that consume the queue (known only when
+            the events are read from Redis: ``smq.spark._consumers``). Their processing
+            time is a micro-batch's life, from a task's receive to the delete after Spark
+            commits the batch, and their driver extends what they hold.
+        stream_timeout: The longest ``visibilityTimeout`` option among them, in seconds.
+        stream_received, stream_redelivered: Messages their tasks received, and of those,
+            messages received before (after a driver's restart, a lost lease, or by
+            another consumer).
     """
 
     queue: str
@@ -116,6 +124,10 @@ class QueueStats:
     max_receive_count_seen: int | None = None
     deleted_on_receive: Mapping[int, int] = field(default_factory=dict)
     processing_cdf: tuple[float, ...] = ()
+    stream_readers: int = 0
+    stream_timeout: int | None = None
+    stream_received: int = 0
+    stream_redelivered: int = 0
 
     @property
     def redelivery_rate(self) -> float | None:
@@ -221,6 +233,8 @@ def _timeout_and_heartbeat(stats: QueueStats) -> tuple[Advice, Advice]:
     if p50 is None or p99 is None or p999 is None:
         why = "no receive was followed by a delete from its consumer yet, so there is nothing to size it by"
         return Advice("VisibilityTimeout", None, why), Advice("heartbeat", None, why)
+    if stats.stream_readers:
+        return _stream_timeout(stats, p50)
     plain = _clamp(_ceil_seconds(TIMEOUT_FACTOR * p99), 1, MAX_TIMEOUT)
     clamped = " (kept within 12 h)" if TIMEOUT_FACTOR * p99 > MAX_TIMEOUT else ""
     long_tail = p999 > plain
@@ -262,6 +276,26 @@ def _timeout_and_heartbeat(stats: QueueStats) -> tuple[Advice, Advice]:
         every,
         f"extend the visibility every {seconds(every)} (a third of the {seconds(short)} timeout) while "
         f"working, so two lost heartbeats still leave the message hidden{ceiling}",
+    )
+    return timeout, heartbeat
+
+
+def _stream_timeout(stats: QueueStats, p50: float) -> tuple[Advice, Advice]:
+    """A queue a Spark stream consumes: its driver already beats, so the option only bounds how
+    long a dead driver's batch stays hidden (and spaces the beats)."""
+    short = _clamp(_ceil_seconds(TIMEOUT_FACTOR * p50), HEARTBEAT_MIN_TIMEOUT, HEARTBEAT_ABOVE)
+    timeout = Advice(
+        "VisibilityTimeout",
+        short,
+        f"consumed by a Spark stream: set its visibilityTimeout option (its tasks receive with it, not "
+        f"with the queue's). Its driver extends what a batch holds every third of it, so it only "
+        f"bounds how long a dead driver's batch stays hidden: 6 × the p50 batch life ({seconds(p50)}), "
+        f"kept within 30 s-15 min",
+    )
+    heartbeat = Advice(
+        "heartbeat",
+        max(1, short // HEARTBEATS_PER_TIMEOUT),
+        "the stream's driver does it, every third of visibilityTimeout: nothing to add",
     )
     return timeout, heartbeat
 

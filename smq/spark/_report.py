@@ -117,6 +117,24 @@ def metric_rows(s: QueueStats) -> list[tuple[str, str]]:
         ("current visibility timeout", seconds(s.current_timeout)),
         ("deleted on receive n", histogram),
         ("retention expired", f"{s.retention_expired:,}"),
+    ] + _stream_rows(s)
+
+
+def _stream_rows(s: QueueStats) -> list[tuple[str, str]]:
+    if not s.stream_readers:
+        return []
+    share = s.stream_redelivered / s.stream_received if s.stream_received else None
+    return [
+        (
+            "consumed by Spark streams",
+            f"{s.stream_readers:,} (visibilityTimeout option {seconds(s.stream_timeout)}): processing "
+            "time above is a micro-batch's life, from a task's receive to the delete after Spark's commit",
+        ),
+        (
+            "received by the streams' tasks",
+            f"{s.stream_received:,}, of which {s.stream_redelivered:,} ({_percent(share)}) had been "
+            "received before (after a driver's restart, a lost lease, or by another consumer)",
+        ),
     ]
 
 

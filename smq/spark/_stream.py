@@ -52,6 +52,7 @@ from .._client import Client
 from .._errors import ReceiptExpired, SmqError, StaleReceipt, VisibilityCeilingExceeded
 from .._message import ChangeEntry, DeleteEntry
 from .._queue import Queue
+from ._consumers import REFRESH_SECONDS, register
 from ._options import SourceOptions
 from ._stream_read import (
     TALLIES,
@@ -112,6 +113,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._heartbeat: threading.Thread | None = None
         self._extended = 0  # messages the heartbeat extended, since this process started
         self._latest = 0  # the newest batch Spark knows of
+        self._registered = -float(REFRESH_SECONDS)  # when this driver last wrote its line in the registry
 
     # -- Spark's calls, on the driver --------------------------------------------------
 
@@ -163,6 +165,10 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             self._start_heartbeat()
         options = self.options
         lasting = self._record_seconds()
+        if time.monotonic() - self._registered >= REFRESH_SECONDS:
+            assert self._reader is not None
+            register(self._smq(), options.queue, self._reader, options.visibility_timeout, lasting)
+            self._registered = time.monotonic()
         parts: list[InputPartition] = []
         for batch, wanted in planned:
             record = self._record(batch)
