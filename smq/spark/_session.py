@@ -7,7 +7,9 @@ import sys
 from typing import Any
 
 
-def spark_session(master: str | None = None, *, app_name: str = "smq", **conf: str) -> Any:
+def spark_session(
+    master: str | None = None, *, app_name: str = "smq", remote: str | None = None, **conf: str
+) -> Any:
     """Get or create a SparkSession and register the ``smq`` data source on it.
 
     ``master`` defaults to ``local[*]``, except under ``spark-submit``, whose
@@ -15,14 +17,26 @@ def spark_session(master: str | None = None, *, app_name: str = "smq", **conf: s
     ``**{"spark.sql.shuffle.partitions": "4"}``. Java comes from
     ``smq.spark.java_home``; Python workers use this interpreter unless
     ``PYSPARK_PYTHON`` says otherwise.
+
+    ``remote`` (``sc://host:15002``) makes a Spark Connect client session instead,
+    which needs no Java here (the ``spark-connect`` extra); the server's Python
+    workers run the data source, so smq must be installed where the server runs.
     """
+    from pyspark.sql import SparkSession
+
+    if remote is not None:
+        builder = SparkSession.builder.remote(remote)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        register(spark)
+        return spark
     from ._java import java_home
 
     home = java_home()
     if home is not None:
         os.environ["JAVA_HOME"] = home
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
