@@ -92,20 +92,30 @@ def _processes() -> dict[int, tuple[int, str, tuple[int, int]]]:
 _GROUPS: dict[int, str] = {}  # pid -> group, for processes that have ended since (no command line)
 
 
-def _group(pid: int, command: str, redis_pid: int) -> str:
+def _group(pid: int, command: str, redis_pid: int, parent_group: str = "") -> str:
     if not command and pid in _GROUPS:
         return _GROUPS[pid]
-    _GROUPS[pid] = _classify(pid, command, redis_pid)
+    _GROUPS[pid] = _classify(pid, command, redis_pid, parent_group)
     return _GROUPS[pid]
 
 
-def _classify(pid: int, command: str, redis_pid: int) -> str:
+EXECUTOR = {"executor jvm", "executor py workers"}
+"""The groups of a standalone cluster's executors (JVMs the workers start, and their Pythons)."""
+
+
+def _classify(pid: int, command: str, redis_pid: int, parent_group: str) -> str:
     if pid == os.getpid():
         return "bench"
     if pid == redis_pid:
         return "redis"
     if "java" in command.split(" ", 1)[0]:
-        return "jvm"
+        if "CoarseGrainedExecutorBackend" in command:
+            return "executor jvm"
+        if "deploy.master.Master" in command or "deploy.worker.Worker" in command:
+            return "cluster daemons"
+        return "jvm"  # the driver's (in local mode, the executors' too)
+    if parent_group in EXECUTOR:
+        return "executor py workers"
     if "python_streaming_source_runner" in command:
         return "source runner"
     if "pyspark" in command:
@@ -137,7 +147,7 @@ def cpu_snapshot(redis_pid: int) -> dict[str, float]:
         _, command, (own, reaped) = processes[pid]
         ticks = own if pid == os.getpid() else own + reaped
         # Redis's forks (AOF rewrites) count as Redis.
-        group = "redis" if parent_group == "redis" else _group(pid, command, redis_pid)
+        group = "redis" if parent_group == "redis" else _group(pid, command, redis_pid, parent_group)
         groups[group] = groups.get(group, 0.0) + ticks / CLOCK_TICKS
         stack += [(child, group) for child in children.get(pid, [])]
     groups["machine"] = machine

@@ -110,10 +110,28 @@ def stream_cell(
         "batches": len(batches),
         "cpu_percent_of_a_core": cpu,
         "machine_cpu_us_per_message": round(cpu["machine"] / 100 * seconds * 1e6 / args.messages, 1),
+        "cpu_us_per_message": per_role(cpu, seconds, args.messages),
         "ms_per_batch": {
             key: statistics.median(d.get(key, 0) for d in durations) if durations else None
             for key in ("latestOffset", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
         },
+    }
+
+
+ROLES = {
+    "driver": ("jvm", "source runner", "spark python workers"),
+    "executors": ("executor jvm", "executor py workers"),
+    "redis": ("redis",),
+}
+"""CPU groups of ``bench/spark.py`` by role. In local mode the one JVM and its Python workers
+are driver and executors at once, counted as the driver."""
+
+
+def per_role(cpu: dict[str, float], seconds: float, messages: int) -> dict[str, float]:
+    """CPU µs per message of the driver, the executors and Redis (from % of a core over ``seconds``)."""
+    return {
+        role: round(sum(cpu.get(group, 0.0) for group in groups) / 100 * seconds * 1e6 / messages, 1)
+        for role, groups in ROLES.items()
     }
 
 
@@ -199,6 +217,7 @@ def summarise(cells: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
             if not all(rates.values()):
                 continue
             stream, consumers = (statistics.median(rates[k]) for k in ("stream", "consumers"))
+            streams = [c for c in cells if (c["mode"], c["partitions"], c["kind"]) == (*cell, "stream")]
             rows.append(
                 {
                     "mode": mode,
@@ -210,6 +229,10 @@ def summarise(cells: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
                     "ratio": round(stream / consumers, 2),
                     "batches": statistics.median(rates["batches"]),
                     "batches_ratio": round(statistics.median(rates["batches"]) / consumers, 2),
+                    "stream_cpu_us_per_message": {
+                        role: statistics.median(c["cpu_us_per_message"][role] for c in streams)
+                        for role in ROLES
+                    },
                 }
             )
     return rows
@@ -218,15 +241,17 @@ def summarise(cells: list[dict[str, Any]], args: argparse.Namespace) -> list[dic
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| mode | P | stream, start() to empty, msgs/s | while batches ran | P plain consumers, msgs/s "
-        "| ÷ consumers: whole / batches |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| ÷ consumers: whole / batches | stream CPU µs/msg: driver / executors / Redis |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         stream = f"{r['stream']:,.0f} ({r['stream_range'][0]:,.0f}–{r['stream_range'][1]:,.0f})"
         consumers = f"{r['consumers']:,.0f} ({r['consumers_range'][0]:,.0f}–{r['consumers_range'][1]:,.0f})"
+        cpu = " / ".join(f"{r['stream_cpu_us_per_message'][role]:.0f}" for role in ROLES)
         lines.append(
             f"| {r['mode']} | {r['partitions']} | {stream} | {r['batches']:,.0f} | {consumers} "
-            f"| {r['ratio']:.2f}× / {r['batches_ratio']:.2f}× |"
+            f"| {r['ratio']:.2f}× / {r['batches_ratio']:.2f}× "
+            f"| {cpu} |"
         )
     return "\n".join(lines)
 
