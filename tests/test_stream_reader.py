@@ -83,6 +83,19 @@ def test_a_replayed_batch_no_task_of_which_ran_is_planned_anew(
     assert reader._record(5).reader == "r1"
 
 
+def _a_batch_then_death(
+    client: smq.Client, queue: smq.Queue, monkeypatch: pytest.MonkeyPatch, **options: str
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """A query plans its first batch, its tasks read it, then its driver dies (kill -9): the
+    offsets Spark logged (start, end) and the ids the batch gave."""
+    first = _reader(client, queue, monkeypatch, **options)
+    start = first.initialOffset()
+    end = first.latestOffset(start, None)
+    given = _ids(_read(first, start, end))
+    _dead(first)
+    return start, end, given
+
+
 def _dead(reader: QueueStreamReader) -> None:
     """The driver's process died (kill -9): its heartbeat stops, and nothing else happens."""
     reader._stopping.set()
@@ -114,12 +127,11 @@ def test_a_restarted_query_replays_its_batch_from_the_records(
 ) -> None:
     queue = client.create_queue("jobs")
     _send(queue, 30)
-    first = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="2")
-    start = first.initialOffset()
-    end = first.latestOffset(start, None)
-    given = _ids(_read(first, start, end))
+    # Tasks ran (and maybe the sink wrote); Spark's commit log has no entry for the batch.
+    start, end, given = _a_batch_then_death(
+        client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="2"
+    )
     assert len(given) == 20
-    _dead(first)  # tasks ran (and maybe the sink wrote), Spark's commit log has no entry for the batch
     again = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="2")
     assert again.initialOffset()["reader"] != start["reader"]  # the checkpoint's id wins, below
     assert _ids(_read(again, start, end)) == given  # Spark replays it: the same rows, received once
@@ -148,11 +160,9 @@ def test_a_restart_first_deletes_the_batches_spark_committed(
 ) -> None:
     queue = client.create_queue("jobs")
     _send(queue, 30)
-    first = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20")
-    start = first.initialOffset()
-    end = first.latestOffset(start, None)
-    assert len(_ids(_read(first, start, end))) == 20
-    _dead(first)  # after Spark wrote the batch's commit log, before any of its messages was deleted
+    # Killed after Spark wrote the batch's commit log, before any of its messages was deleted.
+    start, end, given = _a_batch_then_death(client, queue, monkeypatch, maxMessagesPerBatch="20")
+    assert len(given) == 20
     again = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20")
     following = again.latestOffset(end, None)  # the restarted query's first call: deletes first
     info = queue.attributes()
@@ -167,11 +177,7 @@ def test_a_restart_after_the_timeout_hides_the_batch_again_and_keeps_out_what_an
 ) -> None:
     queue = client.create_queue("jobs")
     _send(queue, 10)
-    first = _reader(client, queue, monkeypatch, visibilityTimeout="30", numPartitions="1")
-    start = first.initialOffset()
-    end = first.latestOffset(start, None)
-    given = _ids(_read(first, start, end))
-    _dead(first)
+    start, end, given = _a_batch_then_death(client, queue, monkeypatch, numPartitions="1")
     clock.advance(31)  # the driver stays down past the timeout: the batch is visible again
     (taken,) = queue.receive(1, visibility_timeout=0)  # another consumer takes one, and lets it go
     again = _reader(client, queue, monkeypatch, visibilityTimeout="30", numPartitions="1")
@@ -196,11 +202,8 @@ def test_a_restart_lets_go_of_a_batch_spark_does_not_replay(
 ) -> None:
     queue = client.create_queue("jobs")
     _send(queue, 10)
-    first = _reader(client, queue, monkeypatch, numPartitions="1")
-    start = first.initialOffset()
-    end = first.latestOffset(start, None)
-    assert len(_ids(_read(first, start, end))) == 10
-    _dead(first)
+    start, end, given = _a_batch_then_death(client, queue, monkeypatch, numPartitions="1")
+    assert len(given) == 10
     # The records name a batch after the last one Spark committed that Spark does not run again
     # (its checkpoint went back, say): its messages are let go at once.
     again = _reader(client, queue, monkeypatch, numPartitions="1")
