@@ -38,6 +38,7 @@ from worker_support import Running
 #: first: on several workers (``./dev test``) their time passes beside the many short files, not
 #: after them (the workers take the files in this order, each the next as it runs low).
 SLOWEST_FIRST = (
+    "test_spark_cluster_restarts.py",
     "test_lowest_versions.py",
     "test_spark_cluster.py",
     "test_docker_image.py",

@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -297,3 +298,37 @@ def _alive_workers(webui_url: str) -> list[str]:
     """The web UI addresses of the workers the master shows ALIVE."""
     status = _status(webui_url) or {}
     return [str(w.get("webuiaddress")) for w in status.get("workers", []) if w.get("state") == "ALIVE"]
+
+
+# -- jobs ------------------------------------------------------------------------------------
+
+SMQ = str(Path(sys.executable).parent / "smq")
+
+
+def submit(
+    master: str, job: Path, env: dict[str, str], *options: str, new_session: bool = False
+) -> subprocess.Popen[str]:
+    """Start ``smq spark-submit`` of ``job`` on ``master`` (no UI, small executors), in ``job``'s folder
+    (with ``new_session``, as a process group of its own, for a kill -9 of the whole driver)."""
+    command = [SMQ, "spark-submit", "--master", master]
+    command += ["--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=512m"]
+    command += [*options, str(job)]
+    return subprocess.Popen(
+        command,
+        cwd=job.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_session,
+    )
+
+
+def finish(job: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str, str]:
+    """Wait for a submitted job: its exit code, stdout and stderr (killed at the deadline)."""
+    try:
+        out, err = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        out, err = job.communicate()
+    return job.returncode, out, err

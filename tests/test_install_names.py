@@ -27,7 +27,9 @@ def _normalized(name: str) -> str:
 
 _PYPROJECT = (ROOT / "pyproject.toml").read_text()  # (tomllib is Python 3.11+; smq supports 3.10)
 PROJECT_NAME = re.search(r'^name = "([^"]+)"', _PYPROJECT, re.M).group(1)  # type: ignore[union-attr]
-EXTRAS = set(re.findall(r"^([a-z]+) = \[", _PYPROJECT.split("[project.optional-dependencies]")[1], re.M))
+EXTRAS = set(
+    re.findall(r"^([a-z][a-z0-9-]*) = \[", _PYPROJECT.split("[project.optional-dependencies]")[1], re.M)
+)
 # The projects smq's own install pulls from PyPI (dependencies and extras): they are there.
 _REQUIRED = _PYPROJECT[_PYPROJECT.index("dependencies = [") : _PYPROJECT.index("[project.scripts]")]
 _DEPENDENCIES = {_normalized(name) for name in re.findall(r'"([A-Za-z][A-Za-z0-9._-]*)[\[<>=!~"]', _REQUIRED)}
