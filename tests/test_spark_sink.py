@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import smq
-from smq.spark._sink import QueueWriter
+from smq.spark._sink import QueueWriter, SentPartition
 from smq.spark._source import SmqDataSource
 
 pytestmark = pytest.mark.slow
@@ -276,3 +276,9 @@ def test_a_write_names_its_id_before_any_task_runs(
     named = {"queue": "out", "url": redis_client.settings.url, "writeId": "nightly-2026-11-27"}
     again = QueueWriter(SourceOptions.parse(named), schema, overwrite=False)
     assert again.write_id == "nightly-2026-11-27" and "nightly-2026-11-27" in capsys.readouterr().err
+    # A rerun that skipped partitions its ledger names says so, loudly.
+    again.commit([SentPartition(0, 0, 0, earlier=True), SentPartition(1, 100, 0)])
+    assert capsys.readouterr().err == (
+        "smq: write nightly-2026-11-27 to 'out': 1 of 2 partitions were sent whole by an earlier run "
+        "of this write, and skipped\n"
+    )

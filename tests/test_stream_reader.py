@@ -71,16 +71,95 @@ def test_a_batch_is_received_by_its_tasks_and_deleted_by_the_next_ones(
     assert queue.attributes().counters["deleted"] == 25
 
 
-def test_a_replayed_batch_no_task_of_which_ran_is_planned_anew(
+def test_a_replayed_batch_the_index_does_not_name_reads_nothing(
     client: smq.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queue = client.create_queue("jobs")
     _send(queue, 30)
     reader = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="2")
-    # A driver died after Spark logged batch 5's offset, before it asked for its partitions.
-    parts = _read(reader, {"reader": "r1", "batch": 4}, {"reader": "r1", "batch": 5})
-    assert [len(rows) for rows in parts] == [10, 10]
-    assert reader._record(5).reader == "r1"
+    # A driver died after Spark logged batch 5's offset, before it asked for its partitions: no
+    # task read it (and if an smq that kept no index planned it, its sink may have written it,
+    # so messages taken now would be deleted unwritten).
+    assert _read(reader, {"reader": "r1", "batch": 4}, {"reader": "r1", "batch": 5}) == []
+    assert queue.attributes().in_flight == 0
+
+
+def test_a_checkpoint_without_reader_ids_replays_the_same_way_every_restart(
+    client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offsets of an earlier smq (``{"batch": <ms>}``): every restart from them is the same reader,
+    so a replay a restart recorded is found by the next, and nothing is taken and lost."""
+    queue = client.create_queue("jobs")
+    _send(queue, 60)
+    start, end = {"batch": 1712345678900}, {"batch": 1712345678901}
+    first = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="2")
+    assert _read(first, start, end) == []
+    _dead(first)
+    again = _reader(client, queue, monkeypatch, maxMessagesPerBatch="20", numPartitions="2")
+    assert _ids(_read(again, start, end)) == []
+    assert again._reader == first._reader == "v0-1712345678901"
+    following = again.latestOffset(end, None)
+    assert following == {"reader": "v0-1712345678901", "batch": 1712345678902}
+    again.commit(end)
+    assert len(_ids(_read(again, end, following))) == 20
+    info = queue.attributes()
+    assert (info.counters.get("deleted", 0), info.in_flight) == (0, 20)  # nothing deleted unwritten
+    again.stop()
+
+
+def test_a_fifo_batch_committed_before_a_long_restart_is_not_given_again(
+    client: smq.Client, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a FIFO queue an expired receipt can neither hide nor delete its message: a committed
+    batch whose deletes a restart could not do comes back, and is deleted without its rows."""
+    queue = client.create_queue("jobs.fifo", fifo_queue=True, content_based_deduplication=True)
+    for group in range(5):
+        queue.send_batch(
+            [smq.SendEntry(f"e{n}", f"g{group}-{n}", message_group_id=f"g{group}") for n in range(2)]
+        )
+    options = {"visibilityTimeout": "30", "numPartitions": "1", "maxMessagesPerBatch": "20"}
+    start, end, given = _a_batch_then_death(client, queue, monkeypatch, **options)
+    assert len(given) == 10
+    clock.advance(31)  # Spark committed the batch; the driver stays down past the timeout
+    again = _reader(client, queue, monkeypatch, **options)
+    following = again.latestOffset(end, None)
+    again.commit(end)
+    assert _ids(_read(again, end, following)) == []  # they came back: receipts kept, no rows
+    last = again.latestOffset(following, None)
+    again.commit(following)
+    _read(again, following, last)
+    info = queue.attributes()
+    assert (info.visible, info.in_flight, info.counters["deleted"]) == (0, 0, 10)
+    _dead(again)
+    # A restart after that one still keeps them out: the ids are kept beside the index.
+    third = _reader(client, queue, monkeypatch, **options)
+    third.latestOffset(last, None)
+    assert third._given == frozenset(given)
+    third.stop()
+
+
+def test_available_now_after_a_restart_takes_only_what_was_visible(
+    client: smq.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = client.create_queue("jobs")
+    _send(queue, 5)
+    options = {"maxMessagesPerBatch": "20", "numPartitions": "1"}
+    start, end, given = _a_batch_then_death(client, queue, monkeypatch, **options)
+    assert len(given) == 5  # planned 20, took 5
+    _send(queue, 30)
+    again = _reader(client, queue, monkeypatch, **options)
+    again.prepareForTriggerAvailableNow()  # 30 visible
+    rows = _ids(_read(again, start, end))
+    late_sent = False
+    while (following := again.latestOffset(end, None)) != end:
+        again.commit(end)
+        rows += _ids(_read(again, end, following))
+        if not late_sent:
+            _send(queue, 50)  # after the run began: not for this run
+            late_sent = True
+        end = following
+    assert len(rows) == 5 + 30
+    again.stop()
 
 
 def _a_batch_then_death(
@@ -293,7 +372,7 @@ def test_the_progress_reports_backlog_held_messages_and_redeliveries(
 def test_a_stream_registers_itself_as_a_consumer_of_its_queue(
     client: smq.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from smq.spark._consumers import stream_consumers
+    from smq.spark._consumers import registry, stream_consumers
 
     queue = client.create_queue("jobs")
     _send(queue, 30)
@@ -306,4 +385,8 @@ def test_a_stream_registers_itself_as_a_consumer_of_its_queue(
     (consumer,) = stream_consumers(client, "jobs")
     assert (consumer.reader, consumer.visibility_timeout, consumer.received) == (start["reader"], 45, 20)
     assert before - 5 < consumer.seen_at <= time.time() + 5 and consumer.redelivered == 0
+    # A query whose records expired (no index left) is not listed.
+    key = registry("jobs")
+    client._write("test", "jobs", key, "HSET", key, "gone", f"{int(before * 1000) - 10**9} 30")
+    assert [c.reader for c in stream_consumers(client, "jobs")] == [start["reader"]]
     reader.stop()

@@ -47,11 +47,24 @@ def registry(queue: str) -> str:
 
 
 def register(client: Client, queue: str, reader: str, visibility_timeout: int, lasting: int) -> None:
-    """Write (or refresh) the line of ``reader``."""
+    """Write (or refresh) the line of ``reader``, and drop the lines of queries whose records
+    have expired (their index is gone)."""
     key, what = registry(queue), "register a stream"
+    gone = [
+        other
+        for other, _ in hash_items(client._read(what, queue, key, "HGETALL", key))
+        if other.decode() != reader and not _alive(client, queue, other.decode())
+    ]
+    if gone:
+        client._write(what, queue, key, "HDEL", key, *gone)
     line = f"{int(time.time() * 1000)} {visibility_timeout}"
     client._write(what, queue, key, "HSET", key, reader, line)
     client._write(what, queue, key, "EXPIRE", key, lasting)
+
+
+def _alive(client: Client, queue: str, reader: str) -> bool:
+    index = BatchRecord(queue, reader, 0).index
+    return bool(client._read("read the streams of a queue", queue, index, "EXISTS", index))
 
 
 def stream_consumers(client: Client, queue: str) -> list[StreamConsumer]:
@@ -61,6 +74,8 @@ def stream_consumers(client: Client, queue: str) -> list[StreamConsumer]:
     for reader, line in hash_items(client._read(what, queue, key, "HGETALL", key)):
         seen_ms, timeout = line.decode().split()
         index = BatchRecord(queue, reader.decode(), 0).index
+        if not _alive(client, queue, reader.decode()):
+            continue  # its records expired: a query dropped long ago
         received, redelivered = client._read(what, queue, index, "HMGET", index, *TALLIES)
         found.append(
             StreamConsumer(

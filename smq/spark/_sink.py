@@ -72,7 +72,10 @@ class QueueWriter(DataSourceWriter):
         with Client(settings=options.settings) as client:
             queue = client.get_queue(options.queue)
             self.fifo = queue.fifo
-            self.lasting = queue.attributes().config.message_retention_period + 3600
+            # A ledger of a write named by the user lasts as long as its messages could; one of
+            # a write with a new id, a day (for a rerun by the id it printed).
+            retention = queue.attributes().config.message_retention_period + 3600
+            self.lasting = retention if options.write_id else 86_400
         fields = {f.name: f.dataType for f in schema.fields}
         if fields.get(options.body_column) != StringType():
             raise InvalidParameter(f"the smq sink needs a string column {options.body_column!r} for the body")
@@ -138,6 +141,14 @@ class QueueWriter(DataSourceWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         parts = [m for m in messages if isinstance(m, SentPartition)]
+        earlier = sum(p.earlier for p in parts)
+        if earlier:
+            # Loud: a writeId used again for other rows would send nothing for these partitions.
+            said = (
+                f"smq: write {self.write_id} to {self.options.queue!r}: {earlier} of {len(parts)} partitions "
+                "were sent whole by an earlier run of this write, and skipped"
+            )
+            print(said, file=sys.stderr, flush=True)
         log.info(
             "smq: write %s to %r: %d messages sent, %d duplicates from retried tasks dropped, "
             "%d partitions sent by an earlier run of this write",

@@ -25,11 +25,20 @@ A restarted query (same checkpoint) first finishes what the dead driver left:
   but not committed) is read again from its records: its recorded shares give
   the same rows, so a sink idempotent per batch id (Spark's file sink, Delta)
   holds each message once. Before its tasks run, the driver hides the recorded
-  messages again, even if their timeout ran out while it was down. A message
-  that someone else received in the meantime (or, on a FIFO queue, whose
-  receipt expired) is remembered: if it comes back to this query, its receipt
-  is kept for the delete but it is not given as a row again;
+  messages again, even if their timeout ran out while it was down;
+- a message of either kind that someone else received in the meantime (or, on
+  a FIFO queue, whose receipt expired, so that it can be neither hidden nor
+  deleted) is remembered beside the index (``stream:<reader>:given``): if it
+  comes back to this query, its receipt is kept for the delete but it is not
+  given as a row again;
+- a replayed batch the index does not name reads nothing: no task of it ran
+  (or an smq that kept no index planned it, whose tasks may have read it and
+  whose sink may have written it, so messages taken now could be deleted
+  unwritten); messages its tasks took come back by their timeout;
 - any other batch of the index (planned, never replayed) is let go.
+
+Offsets of an earlier smq carry no reader id: the reader is then named by the
+offset Spark gives first (``v0-<batch>``), the same in every restart from it.
 
 Records live as long as the queue keeps messages (its retention period, and
 an hour more), so a driver may be down for as long as that; a query that is
@@ -106,6 +115,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._given: frozenset[str] = frozenset()
         self._lock = threading.Lock()
         self._budget: int | None = None  # Trigger.AvailableNow: messages left to take
+        self._charged: set[int] = set()  # batches planned under the budget, not yet committed
         self._lasting: int | None = None  # seconds the records live: the queue's retention, and more
         self._client: Client | None = None
         self._held: Queue | None = None
@@ -148,6 +158,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             self._planned[batch] = wanted
         if self._budget is not None:
             self._budget -= wanted
+            self._charged.add(batch)
         self._start_heartbeat()
         self._latest = batch
         return {"reader": self._reader, "batch": batch}
@@ -157,12 +168,13 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         self._latest = max(self._latest, end["batch"])
         with self._lock:
             planned = [(b, n) for b, n in sorted(self._planned.items()) if start["batch"] < b <= end["batch"]]
+            # A batch the index does not name: planned by a driver that died before any task of
+            # it ran, or by an smq that kept no index (whose tasks may have read and the sink
+            # written): it reads nothing. Messages its tasks took come back by their timeout.
             unknown = end["batch"] > start["batch"] and end["batch"] not in self._planned
-            if unknown:  # planned by a driver that died before any task of it ran: plan it anew
-                self._planned[end["batch"]] = self.options.max_messages_per_batch
-                planned.append((end["batch"], self.options.max_messages_per_batch))
-        if unknown:
-            self._start_heartbeat()
+            if unknown:
+                self._planned[end["batch"]] = 0
+                planned.append((end["batch"], 0))
         options = self.options
         lasting = self._record_seconds()
         if time.monotonic() - self._registered >= REFRESH_SECONDS:
@@ -233,8 +245,10 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 self._drop(self._record(old))
             for batch, wanted in sorted(done.items()):
                 record = self._record(batch)
-                if self._budget is not None or carrier is None:
+                if batch in self._charged or carrier is None:
                     receipts = self._receipts(record)
+                if batch in self._charged:  # a replayed batch was never charged
+                    self._charged.discard(batch)
                     self._unused += max(0, wanted - len(receipts))
                 if carrier is None:
                     self._delete(receipts)
@@ -314,10 +328,12 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         earlier driver of the same query left (see the module docstring)."""
         if self._reader is not None:
             return
-        # A checkpoint of an earlier smq has offsets without a reader: start a new one.
-        self._reader = str(offset.get("reader") or uuid.uuid4().hex[:16])
+        # A checkpoint of an earlier smq has offsets without a reader: one named by that offset,
+        # the same in every restart from it.
+        self._reader = str(offset.get("reader") or f"v0-{offset['batch']}")
         index = self._index("HGETALL", self._index_key())
         deleted = replayed = released = 0
+        known = {field.decode() for field, _ in hash_items(self._index("HGETALL", self._given_key()))}
         given: set[str] = set()
         batches = [(int(field), value) for field, value in hash_items(index) if field.isdigit()]
         for batch, value in sorted(batches):
@@ -326,10 +342,12 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 self._parts[batch] = count
             record = self._record(batch)
             if batch <= committed:  # its output is written: delete its messages
+                # Hidden again first: a message someone else took (or, on a FIFO queue, whose
+                # receipt expired) cannot be deleted here, and must not be given again.
+                given |= self._hide_again(record)
                 receipts = self._receipts(record)
-                self._delete(receipts)
+                deleted += len(receipts) - self._delete(receipts)
                 self._drop(record)
-                deleted += len(receipts)
             elif replay is not None and batch <= replay:  # Spark runs it again: the same rows
                 given |= self._hide_again(record)
                 with self._lock:
@@ -340,12 +358,16 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 self._change(receipts, 0)
                 self._drop(record)
                 released += len(receipts)
+        if given - known:
+            # Kept beside the index: a later restart of the query keeps them out too.
+            self._index("HSET", self._given_key(), *(x for m in sorted(given - known) for x in (m, "1")))
+            self._index("EXPIRE", self._given_key(), self._record_seconds())
         with self._lock:
-            self._given = frozenset(given)
+            self._given = frozenset(given | known)
         if batches:
             log.warning(
                 "smq: stream %s on %r resumed: %d messages of committed batches deleted, %d batches "
-                "replayed from their records (%d of their messages taken by another receive meanwhile), "
+                "replayed from their records (%d messages taken by another receive meanwhile), "
                 "%d messages of abandoned batches let go",
                 self._reader,
                 self.options.queue,
@@ -394,6 +416,10 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
     def _index_key(self) -> str:
         return self._record(0).index
 
+    def _given_key(self) -> str:
+        """Ids this query gave as rows that may come back to it (see the module docstring)."""
+        return self._record(0).index + ":given"
+
     def _index(self, command: str, key: str, *args: Any) -> Any:
         """One command on the reader's index or records (keys in the queue's hash slot)."""
         client, what = self._smq(), "keep a stream's records"
@@ -420,12 +446,16 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
     def _recorded(self, record: BatchRecord) -> list[tuple[bytes, bytes]]:
         return hash_items(self._index("HGETALL", record.receipts))
 
-    def _delete(self, receipts: list[str]) -> None:
-        """Delete committed messages from the driver (at stop, or when no batch carries them)."""
+    def _delete(self, receipts: list[str]) -> int:
+        """Delete committed messages from the driver (at stop, a restart, or when no batch carries
+        them); return how many deletes failed."""
+        failed = 0
         for chunk in chunks(receipts):
             result = self._queue().delete_batch([DeleteEntry(str(i), r) for i, r in enumerate(chunk)])
             for failure in result.failed:
                 log.warning("smq: delete of a committed message failed: %s", failure.message)
+            failed += len(result.failed)
+        return failed
 
     def _drop(self, record: BatchRecord) -> None:
         with self._lock:
