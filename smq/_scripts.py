@@ -549,6 +549,13 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def reply_pairs(reply: Any) -> list[tuple[Any, Any]]:
+    """The (field, value) pairs of a map reply: a dict under RESP3, a flat list under RESP2."""
+    if isinstance(reply, dict):
+        return list(reply.items())
+    return list(zip(reply[::2], reply[1::2], strict=True))
+
+
 def text_pairs(flat: Sequence[Any]) -> dict[str, str]:
     """A flat ``[field, value, ...]`` reply (HGETALL) as a dict of text."""
     values = [text(v) for v in flat]

@@ -10,6 +10,7 @@ import pytest
 
 import smq
 from conftest import Clock
+from smq._scripts import reply_pairs
 from smq.spark import _stream_read
 from smq.spark._options import SourceOptions
 from smq.spark._stream import QueueStreamReader
@@ -192,10 +193,7 @@ def _records_left(client: smq.Client, reader: str, batches: range) -> int:
     records = [_stream_read.BatchRecord("jobs", reader, batch) for batch in batches]
     keys = [key for record in records for key in (record.rows, record.receipts)]
     index = records[0].index
-    fields = {
-        field.decode()
-        for field, _ in _stream_read.hash_items(client._read("t", "jobs", index, "HGETALL", index))
-    }
+    fields = {field.decode() for field, _ in reply_pairs(client._read("t", "jobs", index, "HGETALL", index))}
     return int(client._read("test", "jobs", keys[0], "EXISTS", *keys)) + (
         1 if fields - set(_stream_read.TALLIES) else 0
     )

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from .._client import Client
 from .._keys import QueueKeys
-from ._stream_read import TALLIES, BatchRecord, hash_items
+from .._scripts import reply_pairs
+from ._stream_read import TALLIES, BatchRecord
 
 REFRESH_SECONDS = 3600
 """How often a running driver writes its line again."""
@@ -52,7 +53,7 @@ def register(client: Client, queue: str, reader: str, visibility_timeout: int, l
     key, what = registry(queue), "register a stream"
     gone = [
         other
-        for other, _ in hash_items(client._read(what, queue, key, "HGETALL", key))
+        for other, _ in reply_pairs(client._read(what, queue, key, "HGETALL", key))
         if other.decode() != reader and not _alive(client, queue, other.decode())
     ]
     if gone:
@@ -71,7 +72,7 @@ def stream_consumers(client: Client, queue: str) -> list[StreamConsumer]:
     """The streaming queries whose records of ``queue`` are still kept, oldest seen first."""
     key, what = registry(queue), "read the streams of a queue"
     found = []
-    for reader, line in hash_items(client._read(what, queue, key, "HGETALL", key)):
+    for reader, line in reply_pairs(client._read(what, queue, key, "HGETALL", key)):
         seen_ms, timeout = line.decode().split()
         index = BatchRecord(queue, reader.decode(), 0).index
         if not _alive(client, queue, reader.decode()):

@@ -61,6 +61,7 @@ from .._client import Client
 from .._errors import ReceiptExpired, SmqError, StaleReceipt, VisibilityCeilingExceeded
 from .._message import ChangeEntry, DeleteEntry
 from .._queue import Queue
+from .._scripts import reply_pairs
 from ._consumers import REFRESH_SECONDS, register
 from ._options import SourceOptions
 from ._stream_read import (
@@ -68,7 +69,6 @@ from ._stream_read import (
     BatchRecord,
     ReceivePartition,
     chunks,
-    hash_items,
     read_partition,
     share_receipts,
 )
@@ -196,8 +196,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 self._parts[batch] = count
                 given = self._given
             # The index names the batch before any task of it can record: a restart finds it.
-            self._index("HSET", self._index_key(), str(batch), f"{count} {wanted}")
-            self._index("EXPIRE", self._index_key(), lasting)
+            self._call("HSET", self._index_key(), str(batch), f"{count} {wanted}")
+            self._call("EXPIRE", self._index_key(), lasting)
             for index in range(count):
                 share = wanted // count + (1 if index < wanted % count else 0)
                 deletes = tuple(handed[index::count])
@@ -273,7 +273,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         if self._reader is None:
             return None
         info = self._queue().attributes()
-        received, redelivered = self._index("HMGET", self._index_key(), *TALLIES)
+        received, redelivered = self._call("HMGET", self._index_key(), *TALLIES)
         with self._lock:
             planned = set(self._planned)
             committed = {old for olds in self._handed.values() for old in olds}
@@ -331,11 +331,11 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         # A checkpoint of an earlier smq has offsets without a reader: one named by that offset,
         # the same in every restart from it.
         self._reader = str(offset.get("reader") or f"v0-{offset['batch']}")
-        index = self._index("HGETALL", self._index_key())
+        index = self._call("HGETALL", self._index_key())
         deleted = replayed = released = 0
-        known = {field.decode() for field, _ in hash_items(self._index("HGETALL", self._given_key()))}
+        known = {field.decode() for field, _ in reply_pairs(self._call("HGETALL", self._given_key()))}
         given: set[str] = set()
-        batches = [(int(field), value) for field, value in hash_items(index) if field.isdigit()]
+        batches = [(int(field), value) for field, value in reply_pairs(index) if field.isdigit()]
         for batch, value in sorted(batches):
             count, wanted = (int(n) for n in value.decode().split())
             with self._lock:
@@ -344,12 +344,12 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
             if batch <= committed:  # its output is written: delete its messages
                 # Hidden again first: a message someone else took (or, on a FIFO queue, whose
                 # receipt expired) cannot be deleted here, and must not be given again.
-                given |= self._hide_again(record)
                 receipts = self._receipts(record)
+                given |= self._hide_again(record, receipts)
                 deleted += len(receipts) - self._delete(receipts)
                 self._drop(record)
             elif replay is not None and batch <= replay:  # Spark runs it again: the same rows
-                given |= self._hide_again(record)
+                given |= self._hide_again(record, self._receipts(record))
                 with self._lock:
                     self._planned[batch] = wanted
                 replayed += 1
@@ -360,8 +360,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
                 released += len(receipts)
         if given - known:
             # Kept beside the index: a later restart of the query keeps them out too.
-            self._index("HSET", self._given_key(), *(x for m in sorted(given - known) for x in (m, "1")))
-            self._index("EXPIRE", self._given_key(), self._record_seconds())
+            self._call("HSET", self._given_key(), *(x for m in sorted(given - known) for x in (m, "1")))
+            self._call("EXPIRE", self._given_key(), self._record_seconds())
         with self._lock:
             self._given = frozenset(given | known)
         if batches:
@@ -379,12 +379,12 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         if replayed:
             self._start_heartbeat()
 
-    def _hide_again(self, record: BatchRecord) -> set[str]:
-        """Extend a replayed batch's recorded messages; return the ids of those someone else took."""
-        rows = hash_items(self._index("HGETALL", record.rows))
+    def _hide_again(self, record: BatchRecord, receipts: list[str]) -> set[str]:
+        """Extend a batch's recorded messages (``receipts``); return the ids of those that cannot
+        be: someone else took them, or (FIFO) their receipts expired."""
+        rows = reply_pairs(self._call("HGETALL", record.rows))
         ids = {str(entry[-1]): str(entry[0]) for _, value in rows for entry in json.loads(value)}
         taken: set[str] = set()
-        receipts = self._receipts(record)
         for chunk in chunks(receipts):
             result = self._queue().change_visibility_batch(
                 [ChangeEntry(str(i), r, self.options.visibility_timeout) for i, r in enumerate(chunk)]
@@ -420,7 +420,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         """Ids this query gave as rows that may come back to it (see the module docstring)."""
         return self._record(0).index + ":given"
 
-    def _index(self, command: str, key: str, *args: Any) -> Any:
+    def _call(self, command: str, key: str, *args: Any) -> Any:
         """One command on the reader's index or records (keys in the queue's hash slot)."""
         client, what = self._smq(), "keep a stream's records"
         if command in ("HGETALL", "HGET", "HMGET"):
@@ -444,7 +444,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
         return [r for part in sorted(by_part) for r in by_part[part]]
 
     def _recorded(self, record: BatchRecord) -> list[tuple[bytes, bytes]]:
-        return hash_items(self._index("HGETALL", record.receipts))
+        return reply_pairs(self._call("HGETALL", record.receipts))
 
     def _delete(self, receipts: list[str]) -> int:
         """Delete committed messages from the driver (at stop, a restart, or when no batch carries
@@ -460,8 +460,8 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
     def _drop(self, record: BatchRecord) -> None:
         with self._lock:
             self._parts.pop(record.batch, None)
-        self._index("DEL", record.rows, record.receipts)  # one command: both in the queue's hash slot
-        self._index("HDEL", record.index, str(record.batch))
+        self._call("DEL", record.rows, record.receipts)  # one command: both in the queue's hash slot
+        self._call("HDEL", record.index, str(record.batch))
 
     def _visible_soon(self, wait_seconds: float) -> bool:
         """Whether the queue has visible messages, waiting up to ``wait_seconds`` for one."""

@@ -240,13 +240,6 @@ def _receive(queue: Queue, wanted: int, timeout: int, deletes: list[str]) -> lis
     return messages
 
 
-def hash_items(reply: Any) -> list[tuple[bytes, bytes]]:
-    """An HGETALL reply as (field, value) pairs, from RESP3 (a dict) or RESP2 (a flat list)."""
-    if isinstance(reply, dict):
-        return list(reply.items())
-    return list(zip(reply[::2], reply[1::2], strict=True))
-
-
 def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
     """``items`` 10 at a time, as batch calls take them."""
     for start in range(0, len(items), 10):
