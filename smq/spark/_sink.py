@@ -14,7 +14,7 @@ A write is named by its ``writeId`` (a new one unless the option gives it),
 which the driver prints before any task runs. Each task that has sent its
 whole partition notes it in the write's ledger, a hash
 ``smq:{<queue>}:sink:<writeId>`` (partition -> "<sent> <duplicates>") that
-lives as long as the queue keeps messages. The same write run again (the same
+lives as long as the queue keeps messages (a day when smq named the write). The same write run again (the same
 ``writeId``, as after a driver that died) sends nothing for a partition its
 ledger names, however long after; a partition cut short sends only what the
 deduplication ids do not drop, so within 5 minutes of the first run nothing twice.
@@ -156,7 +156,7 @@ class QueueWriter(DataSourceWriter):
             self.options.queue,
             sum(p.sent for p in parts),
             sum(p.duplicates for p in parts),
-            sum(p.earlier for p in parts),
+            earlier,
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
