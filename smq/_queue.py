@@ -49,7 +49,7 @@ from ._peek import PeekedMessage, peek
 from ._scripts import text_pairs
 from ._send import send_steps
 from ._sources import note_source
-from ._steps import Blocking, ScriptCall, Steps, drive
+from ._steps import Blocking, ScriptCall, ScriptCalls, Steps, drive
 from ._tags import check_tag_keys, check_tags
 from ._wakeup import SHARD_CONFIRM_TIMEOUT
 
@@ -174,7 +174,12 @@ class Queue:
             trace_header,
             sender_id,
         )
-        return drive(self._client, self._send_steps([entry], single=True)).successful[0]
+        return drive(self._client, self._send_one_steps(entry))
+
+    def _send_one_steps(self, entry: SendEntry) -> Steps[SendResult]:
+        """``send`` as steps."""
+        sent = yield from self._send_steps([entry], single=True)
+        return sent.successful[0]
 
     def send_batch(self, entries: Sequence[SendEntry]) -> BatchResult[SendResult]:
         """Send 1-10 messages; each entry succeeds or fails on its own.
@@ -255,19 +260,29 @@ class Queue:
         already deleted its message succeeds again).
         """
         visibility_ms = self._check_receive(max_messages, visibility_timeout, wait_time_seconds, attempt_id)
-        deleted: list[BatchResult[str]] = []
-        rider = None
-        if entries:
-            check_entries(entries, DeleteEntry)
-            if self._shards():
-                # The receive may go to any shard: the deletes take their own round trips.
-                deleted.append(self._delete(entries, single=False))
-            else:
-                rider = self._delete_rider(entries, deleted.append)
+        deleted, rider = drive(self._client, self._deletes_before_receive_steps(entries))
         messages = self._receive(
             max_messages, visibility_ms, wait_time_seconds, attempt_id=attempt_id or "", rider=rider
         )
         return (deleted[0] if deleted else BatchResult([], [])), messages
+
+    def _deletes_before_receive_steps(
+        self, entries: Sequence[DeleteEntry]
+    ) -> Steps[tuple[list[BatchResult[str]], _Rider | None]]:
+        """``delete_and_receive``'s deletes, as steps: (their outcome once run, the rider that runs them).
+
+        The outcome list is empty until the rider ran; with no rider the deletes ran here.
+        """
+        deleted: list[BatchResult[str]] = []
+        rider = None
+        if entries:
+            check_entries(entries, DeleteEntry)
+            if (yield from self._shards_steps()):
+                # The receive may go to any shard: the deletes take their own round trips.
+                deleted.append((yield from self._delete_steps(entries, single=False)))
+            else:
+                rider = self._delete_rider(entries, deleted.append)
+        return deleted, rider
 
     def _delete_rider(
         self, entries: Sequence[DeleteEntry], ran: Callable[[BatchResult[str]], None]
@@ -415,9 +430,7 @@ class Queue:
             reply = yield ScriptCall(script, self.keys, args, self.name, Status.E_OVER_LIMIT)
         else:
             calls = [(rider.script, self.keys, rider.args), (script, self.keys, args)]
-            ridden, reply = yield Blocking(
-                lambda: self._client.run_many(calls, queue=self.name, tolerate=Status.E_OVER_LIMIT)
-            )
+            ridden, reply = yield ScriptCalls(calls, self.name, Status.E_OVER_LIMIT)
             rider.answer(ridden)
         if reply[0] == Status.E_OVER_LIMIT:
             # SQS answers a FIFO queue at its limit with no messages, not an error.
@@ -464,8 +477,12 @@ class Queue:
         MessageNotInflight (deleted), StaleReceipt (received again since), or
         VisibilityCeilingExceeded (past 12 h after the receive).
         """
+        drive(self._client, self._change_one_steps(receipt_handle, visibility_timeout))
+
+    def _change_one_steps(self, receipt_handle: str | Message, visibility_timeout: int) -> Steps[None]:
+        """``change_visibility`` as steps."""
         entries = [ChangeEntry("single", _receipt_of(receipt_handle), visibility_timeout)]
-        drive(self._client, self._change_steps(entries, single=True))
+        yield from self._change_steps(entries, single=True)
 
     def change_visibility_batch(self, entries: Sequence[ChangeEntry]) -> BatchResult[str]:
         """Change the visibility of 1-10 messages; returns the entry ids per outcome."""
@@ -566,8 +583,13 @@ class Queue:
         and returns False, as SQS does; smq counts it in ``stale_receipts``.
         Deleting a message already gone returns False too.
         """
+        return drive(self._client, self._delete_one_steps(receipt_handle))
+
+    def _delete_one_steps(self, receipt_handle: str | Message) -> Steps[bool]:
+        """``delete`` as steps."""
         entries = [DeleteEntry("single", _receipt_of(receipt_handle))]
-        return bool(drive(self._client, self._delete_steps(entries, single=True)).successful)
+        deleted = yield from self._delete_steps(entries, single=True)
+        return bool(deleted.successful)
 
     def delete_batch(self, entries: Sequence[DeleteEntry]) -> BatchResult[str]:
         """Delete 1-10 messages. Stale or already-used receipts count as success, as in SQS."""
@@ -577,9 +599,6 @@ class Queue:
         """``delete_batch`` as steps."""
         check_entries(entries, DeleteEntry)
         return (yield from self._delete_steps(entries, single=False))
-
-    def _delete(self, entries: Sequence[DeleteEntry], *, single: bool) -> BatchResult[str]:
-        return drive(self._client, self._delete_steps(entries, single=single))
 
     def _delete_steps(self, entries: Sequence[DeleteEntry], *, single: bool) -> Steps[BatchResult[str]]:
         """Delete checked entries, as steps; ``single`` raises what failed."""

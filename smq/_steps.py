@@ -5,12 +5,15 @@ as a generator that yields what it needs from Redis and gets the answer back:
 
 - ``ScriptCall``: one script, answered like ``Client.run`` (the reply, or the
   exception its status or the connection raised, thrown into the generator);
+- ``ScriptCalls``: scripts of one queue written to Redis together, answered
+  like ``Client.run_many`` (the replies in order);
 - ``Blocking``: any other work that may block (a layout read, finishing moves,
   a sharded queue's calls), answered with its return value.
 
 ``drive`` runs the steps in the caller's thread, which is what ``Queue``'s
-methods do. ``smq serve`` runs the same steps on its event loop: script calls
-go over an asyncio connection, and only ``Blocking`` steps go to a thread.
+methods do. ``smq serve`` and the asyncio client (``smq.aio``) run the same
+steps on an event loop (``smq._loop_scripts``): script calls go over an
+asyncio connection, and only ``Blocking`` steps go to a thread.
 """
 
 from __future__ import annotations
@@ -45,6 +48,27 @@ class ScriptCall:
         return client.run(self.script, self.keys, self.args, queue=self.queue, tolerate=self.tolerate)
 
 
+class ScriptCalls:
+    """Run ``calls`` (script, keys, args) of queue ``queue`` in one write; ``tolerate``: a status kept."""
+
+    __slots__ = ("calls", "queue", "tolerate")
+
+    def __init__(
+        self, calls: Sequence[tuple[str, QueueKeys, Sequence[Any]]], queue: str, tolerate: int = 0
+    ) -> None:
+        self.calls = calls
+        self.queue = queue
+        self.tolerate = tolerate
+
+    def run(self, client: Client) -> list[Any]:
+        """The blocking way: ``Client.run_many``."""
+        return client.run_many(self.calls, queue=self.queue, tolerate=self.tolerate)
+
+    def named(self) -> str:
+        """What the calls are, for an error message: their scripts' names."""
+        return " and ".join(script for script, _, _ in self.calls)
+
+
 class Blocking:
     """Call ``function(*args)``, which may block on Redis."""
 
@@ -58,7 +82,7 @@ class Blocking:
         return self.function(*self.args)
 
 
-Step = ScriptCall | Blocking
+Step = ScriptCall | ScriptCalls | Blocking
 Steps = Generator[Step, Any, T]
 
 
@@ -73,6 +97,6 @@ def drive(client: Client, steps: Steps[T]) -> T:
             return done.value  # type: ignore[no-any-return]
         error = None
         try:
-            answer = step.run(client) if isinstance(step, ScriptCall) else step.run()
+            answer = step.run() if isinstance(step, Blocking) else step.run(client)
         except Exception as caught:
             answer, error = None, caught

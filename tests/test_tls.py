@@ -32,7 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 import smq
 from http_support import BIN, KEY_ID, REGION, SECRET, Server
 from smq.embedded import EmbeddedRedis, free_port, server_identity
-from smq.server._loop_scripts import CONNECTION_NAME, _tls_context
+from smq._loop_scripts import CONNECTION_NAME, _tls_context
 
 
 @dataclass

@@ -249,7 +249,7 @@ def test_smq_serves_event_loop_path_says_the_same(reply: bytes) -> None:
     """The scripts ``smq serve`` runs from its event loop meet these answers as the blocking path does."""
     from smq._keys import QueueKeys
     from smq._steps import ScriptCall
-    from smq.server._loop_scripts import LoopScripts
+    from smq._loop_scripts import LoopScripts
 
     loading = _LoadingRedis(reply)
     client = smq.Client(smq.Settings(url=f"redis://127.0.0.1:{loading.port}/0", allow_eviction=True))

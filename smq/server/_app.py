@@ -23,6 +23,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from .._client import Client
 from .._errors import SmqError
+from .._loop_polls import LongPolls
+from .._loop_scripts import LoopScripts
 from .._outage import Outage
 from .._queue import Queue
 from . import _wire
@@ -33,8 +35,6 @@ from ._console import Console
 from ._context import Context, ServerConfig, path_region
 from ._errors import SqsError, from_core, public_text
 from ._guard import ConnectionGuard, raise_file_limit
-from ._longpoll import LongPolls
-from ._loop_scripts import LoopScripts
 from ._metrics import ApiMetrics
 from ._sigv4 import check_payload, scope_region, verify
 from ._tls import reload_certificate, server_context

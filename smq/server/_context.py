@@ -11,11 +11,11 @@ from urllib.parse import urlsplit
 
 from .._client import Client
 from .._errors import InvalidQueueName
+from .._loop_polls import LongPolls
 from .._names import ACCOUNT, REGION, check_sqs_name, namespace, qualify, split_name
 from .._queue import Queue
 from .._steps import Steps
 from ._errors import NO_QUEUE, SqsError
-from ._longpoll import LongPolls
 
 # Queue URLs resolved and queue handles a server keeps, at most (then it starts afresh).
 _MAX_KEPT = 10_000
@@ -44,7 +44,7 @@ class ServerConfig:
             Redis connection per node; long polls that wait hold none). On a
             plain Redis the scripts of sends, receives, deletes, visibility
             changes and attribute reads run from the event loop instead, on
-            one connection of its own (see ``_loop_scripts``).
+            one connection of its own (see ``smq._loop_scripts``).
         shutdown_timeout: Seconds a graceful stop waits for requests in flight.
         access_log: Log one JSON line per request.
         move_task_interval: Seconds between looks for message move tasks to run.

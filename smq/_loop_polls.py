@@ -1,4 +1,7 @@
-"""Long polls of one server process: a waiting poll holds no thread and no connection.
+"""Long polls on an event loop: a waiting poll holds no thread and no connection.
+
+Used by ``smq serve`` (one per server process) and by the asyncio client
+(one per client and event loop).
 
 A poll that finds its queue empty subscribes to the queue's wake channel
 (one Pub/Sub connection per process, shared by every poll; the first poll
@@ -25,12 +28,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from .._client import Client
-from .._errors import Status, error_for
-from .._message import Message
-from .._queue import Queue
-from .._steps import Steps
-from .._wakeup import SHARD_CONFIRM_TIMEOUT
+from ._client import Client
+from ._errors import Status, error_for
+from ._message import Message
+from ._queue import Queue, _Rider
+from ._steps import Steps
+from ._wakeup import SHARD_CONFIRM_TIMEOUT
 
 Call = Callable[..., Awaitable[Any]]
 Drive = Callable[[Steps[Any]], Awaitable[Any]]
@@ -88,10 +91,11 @@ class LongPolls:
         visibility_ms: int,
         wait_seconds: int | None,
         attempt_id: str = "",
+        rider: _Rider | None = None,
     ) -> list[Message]:
-        """``Queue.receive`` for asyncio (arguments already checked)."""
+        """``Queue.receive`` for asyncio (arguments already checked); a ``rider`` goes with the first try."""
         messages, _, wait_ms, over_limit = await self._drive(
-            queue._receive_now_steps(max_messages, visibility_ms, attempt_id)
+            queue._receive_now_steps(max_messages, visibility_ms, attempt_id, rider)
         )
         wait = wait_ms / 1000 if wait_seconds is None else wait_seconds
         if messages or wait <= 0 or self._closing:

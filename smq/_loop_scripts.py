@@ -19,6 +19,8 @@ was sent); a connection lost or a reply later than ``socket_timeout`` after
 the write is ``OutcomeUnknown``, for every call then waiting on it. One
 connect per node runs at a time, shared by the calls that wait for it; after
 a failed one, calls fail at once for ``_RETRY_AFTER`` seconds.
+
+``smq serve`` and the asyncio client (``smq.aio``) both run their calls here.
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._client import Client
-from .._redis_errors import reply_error
-from .._scripts import _REPLICA, NotSent
-from .._steps import Blocking, ScriptCall, Steps
+from ._client import Client
+from ._redis_errors import reply_error
+from ._scripts import _REPLICA, NotSent
+from ._steps import ScriptCall, ScriptCalls, Steps
 
-log = logging.getLogger("smq.serve")
+log = logging.getLogger("smq.loop")
 
 Hop = Callable[..., Awaitable[Any]]
 
@@ -58,7 +60,7 @@ Hop = Callable[..., Awaitable[Any]]
 _RETRY_AFTER = 0.25
 
 CONNECTION_NAME = "smq-serve-loop"
-_SET_NAME: tuple[Any, ...] = ("CLIENT", "SETNAME", CONNECTION_NAME)
+"""The name of ``smq serve``'s connections in ``CLIENT LIST``."""
 
 
 class _Protocol(asyncio.Protocol):
@@ -141,9 +143,10 @@ class _Protocol(asyncio.Protocol):
 class LoopScripts:
     """Runs a core call's steps on the event loop (see the module's docstring)."""
 
-    def __init__(self, client: Client, hop: Hop) -> None:
+    def __init__(self, client: Client, hop: Hop, name: str = CONNECTION_NAME) -> None:
         self._client = client
         self._hop = hop
+        self._name = name
         self._cluster = type(client._redis) is RedisCluster
         single = None if self._cluster else _node_options(client)
         # Each node's connection options (None: a node this module does not talk to).
@@ -164,7 +167,12 @@ class LoopScripts:
                 return done.value
             error = None
             try:
-                answer = await (self._hop(step.run) if isinstance(step, Blocking) else self.run(step))
+                if isinstance(step, ScriptCall):
+                    answer = await self.run(step)
+                elif isinstance(step, ScriptCalls):
+                    answer = await self.run_many(step)
+                else:
+                    answer = await self._hop(step.run)
             except Exception as caught:
                 answer, error = None, caught
 
@@ -190,6 +198,37 @@ class LoopScripts:
             client._at_boundary(call.script, call.queue, _raise, error)
             raise
         return client._status_checked(reply, call.queue, call.tolerate)
+
+    async def run_many(self, calls: ScriptCalls) -> list[Any]:
+        """``Client.run_many``: scripts of one queue written together, their replies in order."""
+        client = self._client
+        commands = [client._scripts._command(script, keys, args) for script, keys, args in calls.calls]
+        node = self._node(commands[0][1]) if client._checked and client._scripts.wait is None else None
+        if node is None:
+            return await self._hop(calls.run, client)  # type: ignore[no-any-return]
+        try:
+            protocol = await self._connection(node)
+            waiting = [protocol.call(hiredis.pack_command(command)) for command, _ in commands]
+            replies = [await future for future in waiting]
+        except Exception as error:
+            if self._cluster and isinstance(error, (RedisConnectionError, RedisTimeoutError)):
+                self._refresh_map()
+            client._at_boundary(calls.named(), calls.queue, _raise, error)
+            raise
+        for index, reply in enumerate(replies):
+            if isinstance(reply, (NoScriptError, MovedError, AskError)):
+                # That one did not run (the others did): the blocking path runs it alone.
+                script, keys, args = calls.calls[index]
+                one = ScriptCall(script, keys, args, calls.queue, calls.tolerate)
+                replies[index] = await self._hop(one.run, client)
+            elif isinstance(reply, ReadOnlyError):
+                not_run = NotSent(_REPLICA.format(error=reply))
+                client._at_boundary(calls.named(), calls.queue, _raise, not_run)
+            elif isinstance(reply, Exception):
+                client._at_boundary(calls.named(), calls.queue, _raise, reply)
+        for reply in replies:
+            client._status_checked(reply, calls.queue, calls.tolerate)
+        return replies
 
     def _node(self, slot: int) -> str | None:
         """The name of the node that serves ``slot`` ("" for a single Redis), if this module talks to it."""
@@ -238,7 +277,7 @@ class LoopScripts:
         options = self._options[node]
         assert options is not None
         try:
-            protocol = await _connect(options)
+            protocol = await _connect(options, self._name)
         except NotSent as error:
             self._failed[node] = (asyncio.get_running_loop().time(), str(error))
             log.warning("no connection to Redis for the event loop's scripts: %s", error)
@@ -255,7 +294,7 @@ class LoopScripts:
         self._protocols.clear()
 
 
-async def _connect(options: dict[str, Any]) -> _Protocol:
+async def _connect(options: dict[str, Any], name: str) -> _Protocol:
     """A connection to the node of ``options``, signed in as redis-py's would be."""
     loop = asyncio.get_running_loop()
 
@@ -280,7 +319,8 @@ async def _connect(options: dict[str, Any]) -> _Protocol:
                 raise NotSent(f"Redis refused the connection: {reply}") from reply
         if not options.get("client_name"):
             # Its name in CLIENT LIST; an ACL without +client|setname refuses it, which changes nothing.
-            named = await protocol.call(hiredis.pack_command(_SET_NAME))
+            setname: tuple[Any, ...] = ("CLIENT", "SETNAME", name)
+            named = await protocol.call(hiredis.pack_command(setname))
             if isinstance(named, AuthenticationError):  # NOAUTH: Redis wants a password it was not given
                 protocol.abort(named)
                 raise NotSent(f"Redis refused the connection: {named}") from named
