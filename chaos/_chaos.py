@@ -69,6 +69,7 @@ class Options:
         kill_every: Mean seconds between two kills (each pause drawn from 0.5x to 1.5x).
         down_seconds: Longest pause before a killed Redis or `smq serve` starts again.
         work_ms: Longest time a handler works, drawn anew for each message.
+        handler: ``"sync"`` or ``"async"``: the workers' handler (``async def``: one event loop).
         visibility_timeout: Seconds; None for the scenario's own (``VISIBILITY``).
         drain_timeout: Seconds the queue has to run empty after the load.
         seed: Seed of the random choices (victims, pauses).
@@ -86,6 +87,7 @@ class Options:
     kill_every: float = 2.0
     down_seconds: float = 0.5
     work_ms: float = 20.0
+    handler: str = "sync"
     visibility_timeout: int | None = None
     drain_timeout: float = 60.0
     seed: int = 17
@@ -418,7 +420,7 @@ def _run(
         else:
             args = ["--visibility-timeout", str(visibility), "--concurrency", str(options.concurrency)]
             args += ["--wait-time", "1", "--grace-period", "20"]
-            fleet = Fleet(folder, node.url, QUEUE, options.workers, args, options.work_ms)
+            fleet = Fleet(folder, node.url, QUEUE, options.workers, args, options.work_ms, options.handler)
             for index in range(options.producers):
                 producers.start(
                     _produce, index, _python_sender(queue), ledger, options.rate / options.producers

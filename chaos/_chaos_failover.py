@@ -344,7 +344,7 @@ def _run(
         connect += ["--wait-replicas", str(parsed.wait_replicas)]
     args = ["--visibility-timeout", str(visibility), "--concurrency", str(options.concurrency)]
     args += ["--wait-time", "1", "--grace-period", "20", *connect]
-    fleet = Fleet(folder, topology.url, QUEUE, options.workers, args, options.work_ms)
+    fleet = Fleet(folder, topology.url, QUEUE, options.workers, args, options.work_ms, options.handler)
     serve = ServeProcess(folder, topology.url, connect)
     notes: list[str] = []
     kills: list[float] = []

@@ -24,6 +24,7 @@ anew from its own time), or until a delete or a release (timeout 0) ends it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -60,6 +61,17 @@ def handle(job: Any) -> None:
     Records the delivery first, then works for a random 0 to SMQ_CHAOS_WORK_MS
     ms, so that kills land before, during and after handlers.
     """
+    time.sleep(_record(job))
+
+
+async def handle_async(job: Any) -> None:
+    """``handle`` as an ``async def`` handler (``_chaos_ledger:handle_async``): the worker runs
+    it on its event loop, and the work is an ``asyncio.sleep``."""
+    await asyncio.sleep(_record(job))
+
+
+def _record(job: Any) -> float:
+    """Write the delivery of ``job`` to the ledger; the seconds the handler then works."""
     global _writer
     if _writer is None:
         _writer = LedgerWriter(os.environ[LEDGER_ENV])
@@ -68,8 +80,7 @@ def handle(job: Any) -> None:
         "delivered", t=job.body.split(" ", 1)[0], m=message.message_id, n=message.receive_count, p=os.getpid()
     )
     work_ms = float(os.environ.get(WORK_ENV, "0"))
-    if work_ms > 0:
-        time.sleep(random.uniform(0, work_ms) / 1000)
+    return random.uniform(0, work_ms) / 1000 if work_ms > 0 else 0.0
 
 
 def read_ledger(path: Path) -> list[dict[str, Any]]:

@@ -74,7 +74,9 @@ class RedisNode:
 class WorkerProcess:
     """One `smq worker _chaos_ledger:handle` process writing to the ledger."""
 
-    def __init__(self, folder: Path, redis_url: str, queue: str, args: list[str], work_ms: float) -> None:
+    def __init__(
+        self, folder: Path, redis_url: str, queue: str, args: list[str], work_ms: float, handler: str = "sync"
+    ) -> None:
         self.stderr_path = folder / f"worker-{time.monotonic_ns()}.log"
         env = {
             **os.environ,
@@ -82,7 +84,8 @@ class WorkerProcess:
             WORK_ENV: str(work_ms),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
         }
-        command = [sys.executable, "-m", "smq", "worker", "_chaos_ledger:handle", "--queue", queue]
+        entry = "_chaos_ledger:handle_async" if handler == "async" else "_chaos_ledger:handle"
+        command = [sys.executable, "-m", "smq", "worker", entry, "--queue", queue]
         with self.stderr_path.open("wb") as stderr:
             self.process = subprocess.Popen(
                 [*command, "--redis-url", redis_url, *args],
@@ -110,9 +113,16 @@ class Fleet:
     """``size`` worker processes; a killed or stopped one is replaced at once."""
 
     def __init__(
-        self, folder: Path, redis_url: str, queue: str, size: int, args: list[str], work_ms: float
+        self,
+        folder: Path,
+        redis_url: str,
+        queue: str,
+        size: int,
+        args: list[str],
+        work_ms: float,
+        handler: str = "sync",
     ) -> None:
-        self._where = (folder, redis_url, queue, args, work_ms)
+        self._where = (folder, redis_url, queue, args, work_ms, handler)
         self.workers = [self._spawn() for _ in range(size)]
         self.stopping: list[WorkerProcess] = []  # sent SIGTERM, not yet gone
         self.kills = 0

@@ -105,6 +105,9 @@ def main() -> int:
     parser.add_argument("--down-seconds", type=float, default=1.0, help="longest pause before a restart")
     parser.add_argument("--work-ms", type=float, default=100.0, help="longest handler time")
     parser.add_argument(
+        "--handler", choices=("sync", "async"), default="sync", help="the workers' handler: def or async def"
+    )
+    parser.add_argument(
         "--visibility-timeout", type=int, default=None, help="seconds (default: per scenario)"
     )
     parser.add_argument(
@@ -131,6 +134,7 @@ def main() -> int:
         kill_every=args.kill_every,
         down_seconds=args.down_seconds,
         work_ms=args.work_ms,
+        handler=args.handler,
         visibility_timeout=args.visibility_timeout,
         drain_timeout=120.0,
         seed=args.seed,

@@ -55,7 +55,7 @@ from ._message import (
 )
 from ._move_tasks import MoveTask
 from ._peek import PeekedMessage
-from ._queue import Queue
+from ._queue import Queue, _Rider
 from ._settings import Settings
 from ._steps import Steps
 from ._upgrade import QueueUpgrade
@@ -137,6 +137,13 @@ class AsyncClient:
         if self._scripts is not None:
             self._scripts.close()
         self._loop = self._scripts = self._polls = None
+
+    def _interrupt(self) -> None:
+        """End every waiting long poll now, and wait in none from now on (a worker's stop).
+
+        Call it on the client's event loop."""
+        if self._polls is not None:
+            self._polls.close()
 
     async def _in_thread(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``function(*args, **kwargs)`` in a thread of the client's pool."""
@@ -368,6 +375,13 @@ class AsyncQueue:
             queue, max_messages, visibility_ms, wait_time_seconds, attempt_id or "", rider
         )
         return (deleted[0] if deleted else BatchResult([], [])), messages
+
+    async def _receive(
+        self, max_messages: int, visibility_ms: int, wait_time_seconds: int | None, rider: _Rider | None
+    ) -> list[Message]:
+        """A checked receive, a ``rider`` going with its first try (the worker's)."""
+        _, polls = self._client._bound()
+        return await polls.receive(self._queue, max_messages, visibility_ms, wait_time_seconds, "", rider)
 
     # -- visibility and delete ---------------------------------------------------------
 

@@ -29,7 +29,9 @@ import redis
 from redis.cluster import RedisCluster
 
 import smq
+import smq.aio
 from smq.embedded import EmbeddedCluster, EmbeddedRedis, server_identity
+from aio_support import Blocked
 from worker_support import Running
 
 # -- the order of the run, and what runs together on pytest-xdist's workers ----------------
@@ -86,10 +88,27 @@ def _group(nodeid: str) -> str:
     return nodeid if name in ONE_BY_ONE else GROUPS.get(name, name)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest files first, the rest as collected (a stable sort)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest files first, the rest as collected (a stable sort).
+
+    A module that sets ``SYNC_CLIENT_ONLY`` (why) tests something built on the sync client
+    (the Spark reader): its tests run with the sync client only."""
     rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    dropped = [item for item in items if _async_client_not_wanted(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not _async_client_not_wanted(item)]
+
+
+def _async_client_not_wanted(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    module = getattr(item, "module", None)
+    return (
+        callspec is not None
+        and str(callspec.params.get("client", "")).endswith("-aio")
+        and getattr(module, "SYNC_CLIENT_ONLY", None) is not None
+    )
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without the plugin
@@ -231,14 +250,14 @@ def _fresh_fake() -> smq.Client:
     return smq.Client(settings=smq.Settings(allow_eviction=True), redis_client=fake)
 
 
-def _fresh(request: pytest.FixtureRequest) -> smq.Client:
-    if request.param == "fake":
+def _fresh(request: pytest.FixtureRequest, backend: str) -> smq.Client:
+    if backend == "fake":
         return _fresh_fake()
-    if request.param == "redis":
+    if backend == "redis":
         return _fresh_real(request.getfixturevalue("redis_server"))
-    if request.param in OTHER_SERVERS:
-        return _fresh_real(request.getfixturevalue("other_servers")[request.param])
-    if request.param == "acl":
+    if backend in OTHER_SERVERS:
+        return _fresh_real(request.getfixturevalue("other_servers")[backend])
+    if backend == "acl":
         server = request.getfixturevalue("acl_server")
         admin = server.client()
         admin.flushall()
@@ -246,7 +265,7 @@ def _fresh(request: pytest.FixtureRequest) -> smq.Client:
         _ADMINS[id(made)] = admin
         _ACL_LOGGED[id(made)] = [server]
         return made
-    if request.param == "cluster-acl":
+    if backend == "cluster-acl":
         cluster = request.getfixturevalue("acl_cluster")
         admin_cluster = RedisCluster.from_url(cluster.url)
         admin_cluster.flushall(target_nodes=RedisCluster.PRIMARIES)
@@ -257,14 +276,26 @@ def _fresh(request: pytest.FixtureRequest) -> smq.Client:
     return _fresh_cluster(request.getfixturevalue("redis_cluster"))
 
 
-@pytest.fixture(params=["fake", "redis", "cluster", *OTHER_SERVERS, "acl", "cluster-acl"])
+BACKENDS = ("fake", "redis", "cluster", *OTHER_SERVERS, "acl", "cluster-acl")
+
+
+@pytest.fixture(params=[*BACKENDS, *(f"{backend}-aio" for backend in BACKENDS)])
 def client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
     """A client on a fresh, empty backend: fakeredis, the embedded default server
     (Valkey), a Redis Cluster, Redis 6.2, Redis 7, or the embedded server or a
     Redis Cluster as a user with smq's least-privilege ACL only (after which the
-    ACL LOG of every node must be empty: the user was refused nothing)."""
-    made = _fresh(request)
-    yield made
+    ACL LOG of every node must be empty: the user was refused nothing).
+
+    Each backend twice: ``smq.Client``, and (``-aio``) the asyncio client
+    ``smq.aio.AsyncClient`` behind the sync interface (see ``aio_support``),
+    so every test of this fixture checks both clients."""
+    made = _fresh(request, request.param.removesuffix("-aio"))
+    if request.param.endswith("-aio"):
+        blocked = Blocked(smq.aio.AsyncClient(client=made))
+        yield blocked  # type: ignore[misc]
+        blocked.close()
+    else:
+        yield made
     made.close()
     admin = _ADMINS.pop(id(made), None)
     if admin is not None:
@@ -345,7 +376,12 @@ _ACL_LOGGED: dict[int, list[EmbeddedRedis]] = {}
 def raw(client: smq.Client) -> redis.Redis:
     """The redis-py client under an smq client, for inspecting keys in tests
     (an admin connection where the client is the least-privilege ACL user)."""
-    return _ADMINS.get(id(client), client._redis)
+    return _ADMINS.get(id(sync_of(client)), client._redis)
+
+
+def sync_of(client: Any) -> smq.Client:
+    """The ``smq.Client`` of a test's client (itself, or the one under the asyncio client's)."""
+    return client._aio.sync if isinstance(client, Blocked) else client  # type: ignore[no-any-return]
 
 
 def stored_id(message: smq.Message) -> str:

@@ -7,6 +7,8 @@ long forms are ``chaos/chaos.py``. First, the check itself must see faults.
 
 from __future__ import annotations
 
+import dataclasses
+
 import sys
 from pathlib import Path
 from typing import Any
@@ -146,7 +148,17 @@ SHORT = Options(
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_chaos_loses_nothing_acknowledged_and_never_overlaps_leases(scenario: str, tmp_path: Path) -> None:
-    result = run(scenario, tmp_path, SHORT)
+    _check_scenario(scenario, run(scenario, tmp_path, SHORT))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["worker-kill", "worker-term"])
+def test_async_workers_lose_nothing_acknowledged_and_never_overlap_leases(scenario: str, tmp_path: Path) -> None:
+    # The same with an async def handler: the receive loop, handlers and deletes on one event loop.
+    _check_scenario(scenario, run(scenario, tmp_path, dataclasses.replace(SHORT, handler="async")))
+
+
+def _check_scenario(scenario: str, result: Any) -> None:
     figures = result.figures
     evidence = "\n".join(result.problems[:20] + result.notes)
     assert not result.notes, evidence

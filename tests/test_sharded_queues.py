@@ -16,7 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.cluster import RedisCluster, key_slot
 
 import smq
+import smq.aio
 from conftest import _fresh_cluster, _fresh_real, raw
+from aio_support import Blocked
 from http_support import Server, json_client
 from smq import _shards
 from smq._keys import QueueKeys
@@ -24,13 +26,19 @@ from smq.embedded import EmbeddedCluster, EmbeddedRedis
 from worker_support import Running, wait_for
 
 
-@pytest.fixture(params=["cluster", "redis"])
+@pytest.fixture(params=["cluster", "redis", "cluster-aio", "redis-aio"])
 def client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
-    if request.param == "cluster":
+    """``smq.Client``, and (``-aio``) the asyncio client behind the sync interface."""
+    if request.param.startswith("cluster"):
         made = _fresh_cluster(request.getfixturevalue("redis_cluster"))
     else:
         made = _fresh_real(request.getfixturevalue("redis_server"))
-    yield made
+    if request.param.endswith("-aio"):
+        blocked = Blocked(smq.aio.AsyncClient(client=made))
+        yield blocked  # type: ignore[misc]
+        blocked.close()
+    else:
+        yield made
     made.close()
 
 

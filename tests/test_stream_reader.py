@@ -15,6 +15,8 @@ from smq.spark import _stream_read
 from smq.spark._options import SourceOptions
 from smq.spark._stream import QueueStreamReader
 
+SYNC_CLIENT_ONLY = "the Spark reader runs on smq.Client; the asyncio client's contract is tested elsewhere"
+
 
 def _reader(
     client: smq.Client, queue: smq.Queue, monkeypatch: pytest.MonkeyPatch, **options: str

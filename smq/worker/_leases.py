@@ -16,6 +16,8 @@ the moment Redis counted from.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
 import threading
@@ -40,6 +42,17 @@ _RETRY_DELAY = 1.0  # seconds before a failed Redis call is tried again
 _LINGER = 0.002
 
 WAITING, RUNNING, FINISHING, DONE = "waiting", "running", "finishing", "done"
+
+
+class _Changed(threading.Condition):
+    """A condition whose ``notify_all`` also calls ``on_change`` (set by an async receiver)."""
+
+    on_change: Callable[[], None] | None = None
+
+    def notify_all(self) -> None:
+        super().notify_all()
+        if self.on_change is not None:
+            self.on_change()
 
 
 class Lease:
@@ -79,7 +92,8 @@ class LeaseKeeper:
         # Held with ``with self._lock`` (cheaper than entering a Condition); both Conditions use it.
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # the keeper thread waits on it
-        self._changed = threading.Condition(self._lock)  # the receiver (for room) and wait_idle wait on it
+        # The receiver (for room) and wait_idle wait on it; an async receiver is told by ``on_change``.
+        self._changed = _Changed(self._lock)
         self._sleeping_until = 0.0  # while the keeper waits: when it wakes by itself (0: not waiting)
         self._leases: dict[str, Lease] = {}
         self._deletes: list[Lease] = []
@@ -95,6 +109,10 @@ class LeaseKeeper:
 
     def start(self) -> None:
         self._thread.start()
+
+    def on_change(self, callback: Callable[[], None] | None) -> None:
+        """Call ``callback`` (quick; any thread, the lock held) whenever room or idleness may have changed."""
+        self._changed.on_change = callback
 
     def alive(self) -> bool:
         return self._thread.is_alive()
@@ -242,38 +260,71 @@ class LeaseKeeper:
                 if self._deletes:
                     self._wake_keeper()  # deletes left over are the keeper's again
 
+    async def wait_for_room_async(
+        self, limit: int, stopping: Callable[[], bool], changed: asyncio.Event, *, take_deletes: bool = False
+    ) -> tuple[int, list[Lease]]:
+        """``wait_for_room`` for a receiver on an event loop: it awaits ``changed``, which
+        ``on_change`` must set (from any thread) whenever the leases change."""
+        room_since: float | None = None
+        try:
+            while not stopping():
+                with self._lock:
+                    self._receiver_waiting = take_deletes
+                    changed.clear()
+                    found, wait, room_since = self._room_step(limit, take_deletes, room_since)
+                    if found is not None:
+                        return found
+                if not changed.is_set():
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(changed.wait(), wait)
+            return 0, []
+        finally:
+            with self._lock:
+                self._receiver_waiting = False
+                if self._deletes:
+                    self._wake_keeper()
+
     def _room(self, limit: int, stopping: Callable[[], bool], take_deletes: bool) -> tuple[int, list[Lease]]:
         """wait_for_room's wait, with the lock held."""
-        wanted = min(MAX_BATCH, limit)
         room_since: float | None = None
         while not stopping():
-            now = time.monotonic()
-            room = limit - len(self._leases)
-            taken: list[Lease] = []
-            wait = 0.5
-            if take_deletes and self._deletes and now >= self._actions_at:
-                # As the keeper does, wait a moment for company rather than
-                # delete (and receive) one message a call, unless none can come.
-                ready_at = self._pending_since + _LINGER
-                full = len(self._deletes) >= MAX_BATCH
-                alone = len(self._deletes) + len(self._changes) >= len(self._leases)
-                if room > 0 or full or alone or now >= ready_at:
-                    taken = self._deletes[:MAX_BATCH]
-                else:
-                    wait = ready_at - now
-            room += len(taken)
-            if room > 0:
-                # A little room: wait a moment for more, rather than receive a message or
-                # two a call while those already held keep the handlers busy.
-                room_since = now if room_since is None else room_since
-                if room >= wanted or now >= room_since + _LINGER:
-                    del self._deletes[: len(taken)]
-                    for lease in taken:
-                        lease.riding = True
-                    return room, taken
-                wait = min(wait, room_since + _LINGER - now)
+            found, wait, room_since = self._room_step(limit, take_deletes, room_since)
+            if found is not None:
+                return found
             self._changed.wait(wait)
         return 0, []
+
+    def _room_step(
+        self, limit: int, take_deletes: bool, room_since: float | None
+    ) -> tuple[tuple[int, list[Lease]] | None, float, float | None]:
+        """One look for room, with the lock held: (the room and deletes to return, or None;
+        how long to wait before the next look; since when there is some room)."""
+        now = time.monotonic()
+        room = limit - len(self._leases)
+        taken: list[Lease] = []
+        wait = 0.5
+        if take_deletes and self._deletes and now >= self._actions_at:
+            # As the keeper does, wait a moment for company rather than
+            # delete (and receive) one message a call, unless none can come.
+            ready_at = self._pending_since + _LINGER
+            full = len(self._deletes) >= MAX_BATCH
+            alone = len(self._deletes) + len(self._changes) >= len(self._leases)
+            if room > 0 or full or alone or now >= ready_at:
+                taken = self._deletes[:MAX_BATCH]
+            else:
+                wait = ready_at - now
+        room += len(taken)
+        if room > 0:
+            # A little room: wait a moment for more, rather than receive a message or
+            # two a call while those already held keep the handlers busy.
+            room_since = now if room_since is None else room_since
+            if room >= min(MAX_BATCH, limit) or now >= room_since + _LINGER:
+                del self._deletes[: len(taken)]
+                for lease in taken:
+                    lease.riding = True
+                return (room, taken), 0.0, room_since
+            wait = min(wait, room_since + _LINGER - now)
+        return None, wait, room_since
 
     def deleted(self, leases: list[Lease], result: BatchResult[str]) -> None:
         """The deletes of ``leases`` ran (entry ids are their positions): done with them."""

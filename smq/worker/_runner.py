@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import signal
 import threading
@@ -16,11 +18,12 @@ from .._client import Client
 from .._errors import InvalidParameter, QueueDoesNotExist, SmqError
 from .._message import DeleteEntry, Message
 from .._queue import Queue, _Rider
+from ..aio import AsyncClient, AsyncQueue
 from ._config import WorkerConfig
 from ._leases import CEILING_SECONDS, Lease, LeaseKeeper
 from ._metrics import WorkerMetrics
 from ._runs import runs
-from ._slots import AsyncSlots, Handler, ThreadSlots, _Outcome, is_async
+from ._slots import AsyncSlots, Handler, ThreadSlots, _Outcome, _Receiving, is_async
 
 log = logging.getLogger("smq.worker")
 
@@ -55,12 +58,16 @@ class Worker:
 
     def __init__(
         self,
-        client: Client,
-        queue: str | Queue,
+        client: Client | AsyncClient,
+        queue: str | Queue | AsyncQueue,
         handler: Handler | None = None,
         *,
         config: WorkerConfig | None = None,
     ) -> None:
+        if isinstance(client, AsyncClient):
+            client = client.sync
+        if isinstance(queue, AsyncQueue):
+            queue = queue.sync
         self.client = client
         self.queue = queue if isinstance(queue, Queue) else client.queue(queue)
         self.config = config or WorkerConfig()
@@ -75,7 +82,10 @@ class Worker:
         self.metrics_url: str | None = None
         """``http://host:port/metrics`` while the metrics server runs."""
         self._keeper: LeaseKeeper | None = None
-        self._receivers: list[threading.Thread] = []  # the last one receives; others run a handler
+        # The last one receives; others run a handler. An async handler's receive loop runs on
+        # the event loop (_Receiving).
+        self._receivers: list[threading.Thread | _Receiving] = []
+        self._aio: AsyncClient | None = None  # an async handler's receive loop's client
         self.metrics = WorkerMetrics(self.queue.name, self._held, self._busy)
 
     _ceiling: float = CEILING_SECONDS  # tests shorten it; Redis enforces the real one
@@ -178,7 +188,12 @@ class Worker:
             slots.on_retire = partial(self._start_receiver, keeper, slots, timeout)
         slots.start()
         self._receivers = []
-        self._start_receiver(keeper, slots, timeout)
+        if isinstance(slots, AsyncSlots):
+            self._aio = AsyncClient(client=self.client, threads=2)
+            keeper.on_change(slots.notify)
+            self._receivers = [slots.receive(partial(self._receive_on_loop, keeper, slots, timeout))]
+        else:
+            self._start_receiver(keeper, slots, timeout)
         log.info(
             "worker on queue %r: %s handler, concurrency %d, up to %d messages held, visibility timeout %d s",
             self.queue.name,
@@ -255,18 +270,11 @@ class Worker:
             received = time.monotonic()
             try:
                 messages = self._receive_with(rider, done, keeper, min(room, MAX_BATCH), timeout, stopping)
-            except QueueDoesNotExist as error:
-                log.error("queue %r was deleted: the worker stops", self.queue.name)
-                self._fatal = error
-                self._stop.set()
-                return
             except SmqError as error:
-                pause = _ERROR_PAUSES[min(errors, len(_ERROR_PAUSES) - 1)]
+                pause = self._receive_failed(error, errors)
+                if pause is None:
+                    return
                 errors += 1
-                self.metrics.redis_errors.inc()
-                log.warning(
-                    "receive from queue %r failed, again in %.1f s: %s", self.queue.name, pause, error
-                )
                 self._stop.wait(pause)
                 continue
             errors = 0
@@ -276,6 +284,77 @@ class Worker:
                 return  # a handler here ran long: another thread receives meanwhile
             if not messages and config.wait_time_seconds == 0:
                 self._stop.wait(0.5)
+
+    def _receive_failed(self, error: SmqError, errors: int) -> float | None:
+        """A receive raised ``error`` after ``errors`` failures in a row: seconds to pause, or None
+        when the worker must stop (the queue was deleted)."""
+        if isinstance(error, QueueDoesNotExist):
+            log.error("queue %r was deleted: the worker stops", self.queue.name)
+            self._fatal = error
+            self._stop.set()
+            return None
+        pause = _ERROR_PAUSES[min(errors, len(_ERROR_PAUSES) - 1)]
+        self.metrics.redis_errors.inc()
+        log.warning("receive from queue %r failed, again in %.1f s: %s", self.queue.name, pause, error)
+        return pause
+
+    async def _receive_on_loop(self, keeper: LeaseKeeper, slots: AsyncSlots, timeout: int) -> None:
+        """The receive loop of an async handler, on the event loop; as ``_receive_loop``, whose
+        steps it takes, with the async client's calls. Deletes ride on the receives."""
+        aio = self._aio
+        assert aio is not None and slots.changed is not None
+        queue = AsyncQueue(aio, self.queue)
+        config = self.config
+        stopping = self._stop.is_set
+        errors = 0
+        try:
+            while not stopping():
+                try:
+                    ride = not await aio._drive(self.queue._shards_steps())
+                except SmqError:
+                    ride = False
+                room, done = await keeper.wait_for_room_async(
+                    config.max_held, stopping, slots.changed, take_deletes=ride
+                )
+                if room <= 0:
+                    return
+                rider = None
+                if done:
+                    entries = [DeleteEntry(str(i), lease.receipt) for i, lease in enumerate(done)]
+                    rider = self.queue._delete_rider(entries, partial(keeper.deleted, done))
+                received = time.monotonic()
+                try:
+                    messages = await queue._receive(
+                        min(room, MAX_BATCH), timeout * 1000, config.wait_time_seconds, rider
+                    )
+                except BaseException as error:
+                    if rider is not None and rider.reply is None:
+                        keeper.hand_back(done)  # perhaps not run: the keeper deletes them again (harmless)
+                    if not isinstance(error, SmqError):
+                        raise
+                    pause = self._receive_failed(error, errors)
+                    if pause is None:
+                        return
+                    errors += 1
+                    await self._pause(pause)
+                    continue
+                errors = 0
+                slots.run_batch(runs(keeper.add(messages, timeout, received), self.queue.fifo), stopping)
+                if not messages and config.wait_time_seconds == 0:
+                    await self._pause(0.5)
+        except BaseException as error:
+            if not isinstance(error, asyncio.CancelledError):
+                log.exception("the worker's receive loop failed; stopping")
+                self._fatal = self._fatal or error
+            self._stop.set()
+        finally:
+            await aio.aclose()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` on the loop, or until the worker stops."""
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, 0.05))
 
     def _receive_with(
         self,
@@ -299,6 +378,9 @@ class Worker:
     def _shut_down(self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, server: Any) -> None:
         self._stop.set()
         self.client._waker.interrupt()  # a long poll in progress returns at once
+        if isinstance(slots, AsyncSlots) and self._aio is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                slots.loop.call_soon_threadsafe(self._aio._interrupt)
         # Wait for the receiving threads to end, but not for a handler one runs: the grace period is for that.
         deadline = time.monotonic() + _FLUSH_TIMEOUT
         while (left := deadline - time.monotonic()) > 0:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import inspect
 import logging
 import queue
@@ -164,7 +166,7 @@ class ThreadSlots:
         if self._watchdog is not None:
             self._watchdog.start()
 
-    def in_handler(self, thread: threading.Thread) -> bool:
+    def in_handler(self, thread: Any) -> bool:
         """True while ``thread`` (a receiving thread) runs a handler."""
         running = self._inline_on.get(thread.ident or 0)
         return running is not None and running.busy
@@ -308,30 +310,54 @@ class ThreadSlots:
 
 
 class AsyncSlots:
-    """One event loop thread; ``concurrency`` tasks, each awaiting an async handler on one run."""
+    """One event loop thread: the receive loop and ``concurrency`` tasks, each awaiting an async
+    handler on one run at a time. Receiving, handlers and their deletes (riding on the next
+    receive) all happen on the loop: no hand-off between threads on the way."""
 
     def __init__(self, handler: Callable[[Job], Awaitable[Any]], outcome: _Outcome, concurrency: int) -> None:
         self._handler = handler
         self._outcome = outcome
         self._concurrency = concurrency
-        self._loop = asyncio.new_event_loop()
+        self.loop = asyncio.new_event_loop()
         self._ready: asyncio.Queue[Run] | None = None
         self._started = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="smq-handlers", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="smq-loop", daemon=True)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False  # set on the loop when stop() cancels the tasks
+        self.changed: asyncio.Event | None = None  # set when the lease keeper's leases change
 
     def start(self) -> None:
         self._thread.start()
         self._started.wait()
 
-    def in_handler(self, thread: threading.Thread) -> bool:
-        return False  # handlers run on the loop's thread only
+    def in_handler(self, thread: Any) -> bool:
+        return False  # handlers run on the loop, never on a receiving thread
+
+    def on_loop(self) -> bool:
+        return threading.get_ident() == self._thread.ident
+
+    def notify(self) -> None:
+        """The lease keeper's leases changed (room for more): wake the receive loop."""
+        changed = self.changed
+        if changed is None or changed.is_set():
+            return
+        if self.on_loop():
+            changed.set()
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                self.loop.call_soon_threadsafe(changed.set)
+
+    def receive(self, loop: Callable[[], Awaitable[None]]) -> _Receiving:
+        """Run the receive loop ``loop()`` on the event loop; its handle, for the runner."""
+        return _Receiving(asyncio.run_coroutine_threadsafe(loop(), self.loop))  # type: ignore[arg-type]
 
     def run_batch(self, batch: list[Run], stopping: Callable[[], bool]) -> bool:
-        """Hand one receive's runs to the tasks: one wake-up of the loop for the batch."""
+        """Hand one receive's runs to the tasks."""
         if batch:
-            self._loop.call_soon_threadsafe(self._put_all, batch)
+            if self.on_loop():
+                self._put_all(batch)
+            else:
+                self.loop.call_soon_threadsafe(self._put_all, batch)
         return True
 
     def _put_all(self, batch: list[Run]) -> None:
@@ -348,19 +374,20 @@ class AsyncSlots:
             for task in self._tasks:
                 task.cancel()
 
-        if self._loop.is_running():
-            self._loop.call_soon_threadsafe(cancel)
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(cancel)
         self._thread.join(5.0)
 
     def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
+        asyncio.set_event_loop(self.loop)
         try:
-            self._loop.run_until_complete(self._main())
+            self.loop.run_until_complete(self._main())
         finally:
-            self._loop.close()
+            self.loop.close()
 
     async def _main(self) -> None:
         self._ready = asyncio.Queue()
+        self.changed = asyncio.Event()
         self._tasks = [asyncio.create_task(self._work()) for _ in range(self._concurrency)]
         self._started.set()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -384,3 +411,19 @@ class AsyncSlots:
                     error = raised
                 if not self._outcome.done(run, index, started, error):
                     break
+
+
+class _Receiving:
+    """The receive loop running on the event loop, seen as the runner sees a receiving thread."""
+
+    def __init__(self, future: concurrent.futures.Future[None]) -> None:
+        self._future = future
+
+    def is_alive(self) -> bool:
+        return not self._future.done()
+
+    def join(self, timeout: float | None = None) -> None:
+        with contextlib.suppress(
+            concurrent.futures.TimeoutError, concurrent.futures.CancelledError, Exception
+        ):
+            self._future.result(timeout)
