@@ -379,6 +379,7 @@ class Worker:
         self._stop.set()
         self.client._waker.interrupt()  # a long poll in progress returns at once
         if isinstance(slots, AsyncSlots) and self._aio is not None:
+            slots.notify()  # a receive loop waiting for room sees the stop at once
             with contextlib.suppress(RuntimeError):  # the loop is closed
                 slots.loop.call_soon_threadsafe(self._aio._interrupt)
         # Wait for the receiving threads to end, but not for a handler one runs: the grace period is for that.
