@@ -30,6 +30,7 @@ that loop is closed, the next loop's). Make one per process and loop, and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -132,10 +133,13 @@ class AsyncClient:
         return self._scripts, self._polls
 
     def _unbind(self) -> None:
+        # Of a loop that is closed, the connections cannot be closed on it: they are dropped.
         if self._polls is not None:
-            self._polls.close()
+            with contextlib.suppress(RuntimeError):
+                self._polls.close()
         if self._scripts is not None:
-            self._scripts.close()
+            with contextlib.suppress(RuntimeError):
+                self._scripts.close()
         self._loop = self._scripts = self._polls = None
 
     def _interrupt(self) -> None:

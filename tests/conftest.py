@@ -26,12 +26,12 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+from aio_support import Blocked
 from redis.cluster import RedisCluster
 
 import smq
 import smq.aio
 from smq.embedded import EmbeddedCluster, EmbeddedRedis, server_identity
-from aio_support import Blocked
 from worker_support import Running
 
 # -- the order of the run, and what runs together on pytest-xdist's workers ----------------

@@ -8,7 +8,6 @@ long forms are ``chaos/chaos.py``. First, the check itself must see faults.
 from __future__ import annotations
 
 import dataclasses
-
 import sys
 from pathlib import Path
 from typing import Any
@@ -153,7 +152,9 @@ def test_chaos_loses_nothing_acknowledged_and_never_overlaps_leases(scenario: st
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["worker-kill", "worker-term"])
-def test_async_workers_lose_nothing_acknowledged_and_never_overlap_leases(scenario: str, tmp_path: Path) -> None:
+def test_async_workers_lose_nothing_acknowledged_and_never_overlap_leases(
+    scenario: str, tmp_path: Path
+) -> None:
     # The same with an async def handler: the receive loop, handlers and deletes on one event loop.
     _check_scenario(scenario, run(scenario, tmp_path, dataclasses.replace(SHORT, handler="async")))
 

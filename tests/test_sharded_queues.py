@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aio_support import Blocked
 from prometheus_client.parser import text_string_to_metric_families
 from redis.cluster import RedisCluster, key_slot
 
 import smq
 import smq.aio
 from conftest import _fresh_cluster, _fresh_real, raw
-from aio_support import Blocked
 from http_support import Server, json_client
 from smq import _shards
 from smq._keys import QueueKeys

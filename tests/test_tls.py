@@ -31,8 +31,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import smq
 from http_support import BIN, KEY_ID, REGION, SECRET, Server
-from smq.embedded import EmbeddedRedis, free_port, server_identity
 from smq._loop_scripts import CONNECTION_NAME, _tls_context
+from smq.embedded import EmbeddedRedis, free_port, server_identity
 
 
 @dataclass

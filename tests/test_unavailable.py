@@ -248,8 +248,8 @@ def test_a_redis_still_loading_or_a_cluster_failing_over_is_unavailable(reply: b
 def test_smq_serves_event_loop_path_says_the_same(reply: bytes) -> None:
     """The scripts ``smq serve`` runs from its event loop meet these answers as the blocking path does."""
     from smq._keys import QueueKeys
-    from smq._steps import ScriptCall
     from smq._loop_scripts import LoopScripts
+    from smq._steps import ScriptCall
 
     loading = _LoadingRedis(reply)
     client = smq.Client(smq.Settings(url=f"redis://127.0.0.1:{loading.port}/0", allow_eviction=True))
