@@ -290,18 +290,23 @@ def client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
     ``smq.aio.AsyncClient`` behind the sync interface (see ``aio_support``),
     so every test of this fixture checks both clients."""
     made = _fresh(request, request.param.removesuffix("-aio"))
-    if request.param.endswith("-aio"):
-        blocked = Blocked(smq.aio.AsyncClient(client=made))
-        yield blocked  # type: ignore[misc]
-        blocked.close()
-    else:
-        yield made
+    yield from as_asked(request.param, made)
     made.close()
     admin = _ADMINS.pop(id(made), None)
     if admin is not None:
         admin.close()
     refused = acl_refusals(_ACL_LOGGED.pop(id(made), []))
     assert not refused, f"the ACL user was refused {refused}"
+
+
+def as_asked(param: str, made: smq.Client) -> Iterator[smq.Client]:
+    """Yield ``made``, or for a ``-aio`` param the asyncio client on it behind the sync interface."""
+    if param.endswith("-aio"):
+        blocked = Blocked(smq.aio.AsyncClient(client=made))
+        yield blocked  # type: ignore[misc]
+        blocked.close()
+    else:
+        yield made
 
 
 def acl_refusals(servers: list[EmbeddedRedis]) -> list[str]:

@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aio_support import Blocked
 from prometheus_client.parser import text_string_to_metric_families
 from redis.cluster import RedisCluster, key_slot
 
 import smq
-import smq.aio
-from conftest import _fresh_cluster, _fresh_real, raw
+from conftest import _fresh_cluster, _fresh_real, as_asked, raw
 from http_support import Server, json_client
 from smq import _shards
 from smq._keys import QueueKeys
@@ -33,12 +31,7 @@ def client(request: pytest.FixtureRequest) -> Iterator[smq.Client]:
         made = _fresh_cluster(request.getfixturevalue("redis_cluster"))
     else:
         made = _fresh_real(request.getfixturevalue("redis_server"))
-    if request.param.endswith("-aio"):
-        blocked = Blocked(smq.aio.AsyncClient(client=made))
-        yield blocked  # type: ignore[misc]
-        blocked.close()
-    else:
-        yield made
+    yield from as_asked(request.param, made)
     made.close()
 
 

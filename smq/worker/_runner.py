@@ -263,10 +263,7 @@ class Worker:
             room, done = keeper.wait_for_room(config.max_held, stopping, take_deletes=ride)
             if room <= 0:
                 return
-            rider = None
-            if done:
-                entries = [DeleteEntry(str(i), lease.receipt) for i, lease in enumerate(done)]
-                rider = self.queue._delete_rider(entries, partial(keeper.deleted, done))
+            rider = self._rider(done, keeper)
             received = time.monotonic()
             try:
                 messages = self._receive_with(rider, done, keeper, min(room, MAX_BATCH), timeout, stopping)
@@ -284,6 +281,13 @@ class Worker:
                 return  # a handler here ran long: another thread receives meanwhile
             if not messages and config.wait_time_seconds == 0:
                 self._stop.wait(0.5)
+
+    def _rider(self, done: list[Lease], keeper: LeaseKeeper) -> _Rider | None:
+        """The deletes of ``done`` (handed over by the keeper) to ride on the next receive."""
+        if not done:
+            return None
+        entries = [DeleteEntry(str(i), lease.receipt) for i, lease in enumerate(done)]
+        return self.queue._delete_rider(entries, partial(keeper.deleted, done))
 
     def _receive_failed(self, error: SmqError, errors: int) -> float | None:
         """A receive raised ``error`` after ``errors`` failures in a row: seconds to pause, or None
@@ -318,10 +322,7 @@ class Worker:
                 )
                 if room <= 0:
                     return
-                rider = None
-                if done:
-                    entries = [DeleteEntry(str(i), lease.receipt) for i, lease in enumerate(done)]
-                    rider = self.queue._delete_rider(entries, partial(keeper.deleted, done))
+                rider = self._rider(done, keeper)
                 received = time.monotonic()
                 try:
                     messages = await queue._receive(
