@@ -4,6 +4,7 @@ and their deletes on one event loop; bounded concurrency, heartbeat, graceful st
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 from collections.abc import Callable
@@ -215,3 +216,27 @@ def test_an_async_worker_stopped_while_it_long_polls_stops_at_once(
     began = time.monotonic()
     run.stop()
     assert time.monotonic() - began < 5
+
+
+def test_each_async_handler_run_has_a_context_of_its_own(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running]
+) -> None:
+    # A handler that never waits runs at once in the receive loop's turn (no task): a context
+    # variable it sets must not leak into the next handler, as with a task per run.
+    jobs = redis_client.create_queue("jobs")
+    jobs.send_batch([smq.SendEntry(str(i), f"m{i}") for i in range(10)])
+    seen: list[str | None] = []
+    tag: contextvars.ContextVar[str | None] = contextvars.ContextVar("tag", default=None)
+
+    async def handle(job: smq.Job) -> None:
+        seen.append(tag.get())
+        tag.set(job.body)
+        if job.body == "m3":
+            await asyncio.sleep(0.01)  # this one goes on as a task
+            assert tag.get() == "m3"
+
+    worker = smq.Worker(redis_client, "jobs", handle, config=smq.WorkerConfig(concurrency=4))
+    run = running(worker)
+    wait_for(lambda: jobs.attributes().counters.get("deleted", 0) == 10, 20, "10 deletes")
+    run.stop()
+    assert seen == [None] * 10

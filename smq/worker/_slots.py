@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import inspect
 import logging
 import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from .._errors import LeaseLost
@@ -310,20 +311,29 @@ class ThreadSlots:
 
 
 class AsyncSlots:
-    """One event loop thread: the receive loop and ``concurrency`` tasks, each awaiting an async
-    handler on one run at a time. Receiving, handlers and their deletes (riding on the next
-    receive) all happen on the loop: no hand-off between threads on the way."""
+    """One event loop thread: the receive loop, and up to ``concurrency`` runs at once, each
+    awaiting an async handler on one message at a time. Receiving, handlers and their deletes
+    (riding on the next receive) all happen on the loop: no hand-off between threads on the way.
+
+    A run starts at once, in the turn of the loop that received it, and goes on as a task only
+    once its handler first waits (as Python 3.12's eager tasks do): a handler that never waits
+    costs no task and no turn of the loop. Each run has a context of its own (``contextvars``),
+    as a task would; the one difference is ``asyncio.current_task()`` before the handler first
+    waits, which names the receive loop's task.
+    """
 
     def __init__(self, handler: Callable[[Job], Awaitable[Any]], outcome: _Outcome, concurrency: int) -> None:
         self._handler = handler
         self._outcome = outcome
         self._concurrency = concurrency
         self.loop = asyncio.new_event_loop()
-        self._ready: asyncio.Queue[Run] | None = None
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name="smq-loop", daemon=True)
-        self._tasks: list[asyncio.Task[None]] = []
+        self._waiting: deque[Run] = deque()  # runs received, not started (all slots busy)
+        self._running = 0  # runs started, not ended
+        self._tasks: set[asyncio.Task[None]] = set()  # the runs whose handler waited
         self._stopping = False  # set on the loop when stop() cancels the tasks
+        self._stop_asked: asyncio.Future[None] | None = None
         self.changed: asyncio.Event | None = None  # set when the lease keeper's leases change
 
     def start(self) -> None:
@@ -352,7 +362,7 @@ class AsyncSlots:
         return _Receiving(asyncio.run_coroutine_threadsafe(loop(), self.loop))  # type: ignore[arg-type]
 
     def run_batch(self, batch: list[Run], stopping: Callable[[], bool]) -> bool:
-        """Hand one receive's runs to the tasks."""
+        """Start one receive's runs (those beyond ``concurrency`` wait for a slot)."""
         if batch:
             if self.on_loop():
                 self._put_all(batch)
@@ -361,21 +371,42 @@ class AsyncSlots:
         return True
 
     def _put_all(self, batch: list[Run]) -> None:
-        ready = self._ready
-        assert ready is not None
-        for run in batch:
-            ready.put_nowait(run)
+        self._waiting.extend(batch)
+        self._start_waiting()
+
+    def _start_waiting(self) -> None:
+        """Start waiting runs while slots are free; a run whose handlers never wait ends here."""
+        waiting = self._waiting
+        while waiting and self._running < self._concurrency and not self._stopping:
+            run = waiting.popleft()
+            self._running += 1
+            context = contextvars.copy_context()
+            steps = self._work(run)
+            try:
+                yielded = context.run(steps.send, None)
+            except StopIteration:
+                self._running -= 1
+                continue
+            task = self.loop.create_task(_resumed(steps, yielded), context=context)
+            self._tasks.add(task)
+            task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._running -= 1
+        self._start_waiting()
 
     def stop(self) -> None:
-        """Cancel the tasks (their messages are released already) and end the loop."""
+        """Cancel the running handlers (their messages are released already) and end the loop."""
 
         def cancel() -> None:
             self._stopping = True
-            for task in self._tasks:
-                task.cancel()
+            if self._stop_asked is not None and not self._stop_asked.done():
+                self._stop_asked.set_result(None)
 
         if self.loop.is_running():
-            self.loop.call_soon_threadsafe(cancel)
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(cancel)
         self._thread.join(5.0)
 
     def _run(self) -> None:
@@ -386,31 +417,54 @@ class AsyncSlots:
             self.loop.close()
 
     async def _main(self) -> None:
-        self._ready = asyncio.Queue()
         self.changed = asyncio.Event()
-        self._tasks = [asyncio.create_task(self._work()) for _ in range(self._concurrency)]
+        self._stop_asked = self.loop.create_future()
         self._started.set()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._stop_asked
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _work(self) -> None:
-        assert self._ready is not None
-        while True:
-            run = await self._ready.get()
-            for index, lease in enumerate(run):
-                if not self._outcome.begin(run, index):
-                    break
-                started = time.monotonic()
-                error: BaseException | None = None
-                try:
-                    await self._handler(lease.job)
-                except asyncio.CancelledError as raised:
-                    if self._stopping:
-                        raise  # a stop past its grace period: the message is released already
-                    error = raised  # cancelled by something of the handler's own: a failure
-                except BaseException as raised:
-                    error = raised
-                if not self._outcome.done(run, index, started, error):
-                    break
+    async def _work(self, run: Run) -> None:
+        for index, lease in enumerate(run):
+            if not self._outcome.begin(run, index):
+                return
+            started = time.monotonic()
+            error: BaseException | None = None
+            try:
+                await self._handler(lease.job)
+            except asyncio.CancelledError as raised:
+                if self._stopping:
+                    raise  # a stop past its grace period: the message is released already
+                error = raised  # cancelled by something of the handler's own: a failure
+            except BaseException as raised:
+                error = raised
+            if not self._outcome.done(run, index, started, error):
+                return
+
+
+async def _resumed(steps: Coroutine[Any, Any, None], yielded: Any) -> None:
+    """Go on with coroutine ``steps``, which waits for ``yielded`` (a future, or None for a bare
+    turn of the loop), as a task: each wait of it is this one's; a cancel is passed into it."""
+    while True:
+        try:
+            if yielded is None:
+                await asyncio.sleep(0)
+            else:
+                # As a task takes a future its coroutine yielded: marked taken, then waited for.
+                yielded._asyncio_future_blocking = False
+                await yielded
+        except BaseException as error:  # the future failed, or this task was cancelled
+            try:
+                yielded = steps.throw(error)
+            except StopIteration:
+                return
+            continue
+        try:
+            yielded = steps.send(None)
+        except StopIteration:
+            return
 
 
 class _Receiving:
