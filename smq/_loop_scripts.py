@@ -32,7 +32,6 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import hiredis
 import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import (
@@ -50,6 +49,13 @@ from ._client import Client
 from ._redis_errors import reply_error
 from ._scripts import _REPLICA, NotSent
 from ._steps import ScriptCall, ScriptCalls, Steps
+
+try:
+    import hiredis
+
+    _HIREDIS = True
+except ImportError:  # smq shipped without it (a zip for Spark executors): every call takes a thread
+    _HIREDIS = False
 
 log = logging.getLogger("smq.loop")
 
@@ -232,6 +238,8 @@ class LoopScripts:
 
     def _node(self, slot: int) -> str | None:
         """The name of the node that serves ``slot`` ("" for a single Redis), if this module talks to it."""
+        if not _HIREDIS:
+            return None
         if not self._cluster:
             return "" if self._options[""] is not None else None
         try:
