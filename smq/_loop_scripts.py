@@ -122,16 +122,21 @@ class _Protocol(asyncio.Protocol):
 
     def call(self, packed: bytes) -> asyncio.Future[Any]:
         """Write one packed command; its reply (or error reply, as an exception object)."""
+        return self.call_many([packed])[0]
+
+    def call_many(self, packed: list[bytes]) -> list[asyncio.Future[Any]]:
+        """Write packed commands in one write; their replies, in order."""
         if self.closed or self.transport is None or self.transport.is_closing():
             # Redis closed it (idle timeout, restart) and the loop has not heard yet: not sent.
             raise NotSent("the connection to Redis is closed")
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self.transport.write(packed)
-        self._waiting.append((future, loop.time()))
+        now = loop.time()
+        futures = [loop.create_future() for _ in packed]
+        self.transport.write(packed[0] if len(packed) == 1 else b"".join(packed))
+        self._waiting.extend((future, now) for future in futures)
         if self._watch is None and self._timeout is not None:
             self._watch = loop.call_later(self._timeout, self._check)
-        return future
+        return futures
 
     def _check(self) -> None:
         """Close the connection if its oldest call has waited ``timeout``; else look again later."""
@@ -214,7 +219,7 @@ class LoopScripts:
             return await self._hop(calls.run, client)  # type: ignore[no-any-return]
         try:
             protocol = await self._connection(node)
-            waiting = [protocol.call(hiredis.pack_command(command)) for command, _ in commands]
+            waiting = protocol.call_many([hiredis.pack_command(command) for command, _ in commands])
             replies = [await future for future in waiting]
         except Exception as error:
             if self._cluster and isinstance(error, (RedisConnectionError, RedisTimeoutError)):

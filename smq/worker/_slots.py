@@ -334,6 +334,9 @@ class AsyncSlots:
         self._tasks: set[asyncio.Task[None]] = set()  # the runs whose handler waited
         self._stopping = False  # set on the loop when stop() cancels the tasks
         self._stop_asked: asyncio.Future[None] | None = None
+        # True while runs start within the receive loop's turn: a handler that returns before it
+        # waits has its delete taken by that loop's next receive, which comes at once.
+        self._inline = False
         self.changed: asyncio.Event | None = None  # set when the lease keeper's leases change
 
     def start(self) -> None:
@@ -365,7 +368,12 @@ class AsyncSlots:
         """Start one receive's runs (those beyond ``concurrency`` wait for a slot)."""
         if batch:
             if self.on_loop():
-                self._put_all(batch)
+                self._waiting.extend(batch)
+                self._inline = True
+                try:
+                    self._start_waiting()
+                finally:
+                    self._inline = False
             else:
                 self.loop.call_soon_threadsafe(self._put_all, batch)
         return True
@@ -440,7 +448,7 @@ class AsyncSlots:
                 error = raised  # cancelled by something of the handler's own: a failure
             except BaseException as raised:
                 error = raised
-            if not self._outcome.done(run, index, started, error):
+            if not self._outcome.done(run, index, started, error, inline=self._inline):
                 return
 
 
