@@ -4,6 +4,7 @@ and certificates; every handshake is real."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import json
@@ -30,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import smq
+import smq.aio
 from http_support import BIN, KEY_ID, REGION, SECRET, Server
 from smq._loop_scripts import CONNECTION_NAME, _tls_context
 from smq.embedded import EmbeddedRedis, free_port, server_identity
@@ -350,6 +352,29 @@ def test_client_over_rediss_with_a_client_certificate(tls_redis: str, ca: Author
         [message] = queue.receive(max_messages=1)
         assert message.body == "over rediss"
         assert queue.delete(message)
+
+
+def test_the_asyncio_client_over_rediss_runs_its_hot_calls_from_the_event_loop(
+    tls_redis: str, ca: Authority
+) -> None:
+    me = ca.issue("smq-aio-client", server=False)
+    settings = smq.Settings(url=tls_redis, tls_ca=str(ca.file), tls_cert=str(me.cert), tls_key=str(me.key))
+
+    async def main() -> list[Any]:
+        async with smq.aio.AsyncClient(settings=settings) as client:
+            queue = await client.create_queue("aio-over-tls")
+            await queue.attributes()  # the first call on a queue reads its layout
+            await queue.send("over rediss")
+            [message] = await queue.receive(1, wait_time_seconds=1)
+            assert message.body == "over rediss" and await queue.delete(message)
+            admin = redis.Redis.from_url(
+                tls_redis, ssl_ca_certs=str(ca.file), ssl_certfile=str(me.cert), ssl_keyfile=str(me.key)
+            )
+            with admin:
+                return [c for c in admin.client_list() if c.get("name") == smq.aio.CONNECTION_NAME]
+
+    loop_connections = asyncio.run(main())
+    assert len(loop_connections) == 1 and loop_connections[0]["cmd"] == "evalsha", loop_connections
 
 
 def test_serve_over_rediss_runs_its_hot_scripts_from_the_event_loop(tls_redis: str, ca: Authority) -> None:
