@@ -45,7 +45,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ._client import Client
+from ._client import Client, _Named
 from ._redis_errors import reply_error
 from ._scripts import _REPLICA, NotSent
 from ._steps import ScriptCall, ScriptCalls, Steps
@@ -191,10 +191,7 @@ class LoopScripts:
         """``Client.run`` for one script call."""
         client = self._client
         command, slot = client._scripts._command(call.script, call.keys, call.args)
-        # Before the client's first call has checked Redis (eviction policy, ACL, whether to
-        # wait for replicas), with replica waits (sent on the script's own connection), and
-        # for nodes this module does not talk to: the blocking path.
-        node = self._node(slot) if client._checked and client._scripts.wait is None else None
+        node = self._loop_node(slot)
         if node is None:
             return await self._hop(call.run, client)
         try:
@@ -214,7 +211,8 @@ class LoopScripts:
         """``Client.run_many``: scripts of one queue written together, their replies in order."""
         client = self._client
         commands = [client._scripts._command(script, keys, args) for script, keys, args in calls.calls]
-        node = self._node(commands[0][1]) if client._checked and client._scripts.wait is None else None
+        node = self._loop_node(commands[0][1])
+        named = _Named(calls.calls)
         if node is None:
             return await self._hop(calls.run, client)  # type: ignore[no-any-return]
         try:
@@ -224,7 +222,7 @@ class LoopScripts:
         except Exception as error:
             if self._cluster and isinstance(error, (RedisConnectionError, RedisTimeoutError)):
                 self._refresh_map()
-            client._at_boundary(calls.named(), calls.queue, _raise, error)
+            client._at_boundary(named, calls.queue, _raise, error)
             raise
         for index, reply in enumerate(replies):
             if isinstance(reply, (NoScriptError, MovedError, AskError)):
@@ -234,12 +232,20 @@ class LoopScripts:
                 replies[index] = await self._hop(one.run, client)
             elif isinstance(reply, ReadOnlyError):
                 not_run = NotSent(_REPLICA.format(error=reply))
-                client._at_boundary(calls.named(), calls.queue, _raise, not_run)
+                client._at_boundary(named, calls.queue, _raise, not_run)
             elif isinstance(reply, Exception):
-                client._at_boundary(calls.named(), calls.queue, _raise, reply)
+                client._at_boundary(named, calls.queue, _raise, reply)
         for reply in replies:
             client._status_checked(reply, calls.queue, calls.tolerate)
         return replies
+
+    def _loop_node(self, slot: int) -> str | None:
+        """The node to run a call of ``slot`` on from the loop; None for the blocking path: before
+        the client's first call has checked Redis (eviction policy, ACL, whether to wait for
+        replicas), with replica waits (sent on the script's own connection), and for nodes this
+        module does not talk to."""
+        client = self._client
+        return self._node(slot) if client._checked and client._scripts.wait is None else None
 
     def _node(self, slot: int) -> str | None:
         """The name of the node that serves ``slot`` ("" for a single Redis), if this module talks to it."""

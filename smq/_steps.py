@@ -64,10 +64,6 @@ class ScriptCalls:
         """The blocking way: ``Client.run_many``."""
         return client.run_many(self.calls, queue=self.queue, tolerate=self.tolerate)
 
-    def named(self) -> str:
-        """What the calls are, for an error message: their scripts' names."""
-        return " and ".join(script for script, _, _ in self.calls)
-
 
 class Blocking:
     """Call ``function(*args)``, which may block on Redis."""

@@ -356,10 +356,10 @@ class AsyncQueue:
         A long poll (``wait_time_seconds``, or the queue's default wait)
         waits on the event loop; cancelling the task ends it.
         """
-        queue = self._queue
-        visibility_ms = queue._check_receive(max_messages, visibility_timeout, wait_time_seconds, attempt_id)
-        _, polls = self._client._bound()
-        return await polls.receive(queue, max_messages, visibility_ms, wait_time_seconds, attempt_id or "")
+        visibility_ms = self._queue._check_receive(
+            max_messages, visibility_timeout, wait_time_seconds, attempt_id
+        )
+        return await self._receive(max_messages, visibility_ms, wait_time_seconds, attempt_id or "")
 
     async def delete_and_receive(
         self,
@@ -374,18 +374,24 @@ class AsyncQueue:
         queue = self._queue
         visibility_ms = queue._check_receive(max_messages, visibility_timeout, wait_time_seconds, attempt_id)
         deleted, rider = await self._client._drive(queue._deletes_before_receive_steps(entries))
-        _, polls = self._client._bound()
-        messages = await polls.receive(
-            queue, max_messages, visibility_ms, wait_time_seconds, attempt_id or "", rider
+        messages = await self._receive(
+            max_messages, visibility_ms, wait_time_seconds, attempt_id or "", rider
         )
         return (deleted[0] if deleted else BatchResult([], [])), messages
 
     async def _receive(
-        self, max_messages: int, visibility_ms: int, wait_time_seconds: int | None, rider: _Rider | None
+        self,
+        max_messages: int,
+        visibility_ms: int,
+        wait_time_seconds: int | None,
+        attempt_id: str = "",
+        rider: _Rider | None = None,
     ) -> list[Message]:
-        """A checked receive, a ``rider`` going with its first try (the worker's)."""
+        """A checked receive (a long poll parks on the loop); a ``rider`` goes with its first try."""
         _, polls = self._client._bound()
-        return await polls.receive(self._queue, max_messages, visibility_ms, wait_time_seconds, "", rider)
+        return await polls.receive(
+            self._queue, max_messages, visibility_ms, wait_time_seconds, attempt_id, rider
+        )
 
     # -- visibility and delete ---------------------------------------------------------
 

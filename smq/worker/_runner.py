@@ -8,7 +8,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from types import FrameType
 from typing import Any
@@ -325,14 +325,11 @@ class Worker:
                 rider = self._rider(done, keeper)
                 received = time.monotonic()
                 try:
-                    messages = await queue._receive(
-                        min(room, MAX_BATCH), timeout * 1000, config.wait_time_seconds, rider
-                    )
-                except BaseException as error:
-                    if rider is not None and rider.reply is None:
-                        keeper.hand_back(done)  # perhaps not run: the keeper deletes them again (harmless)
-                    if not isinstance(error, SmqError):
-                        raise
+                    with _handed_back_unless_sent(rider, done, keeper):
+                        messages = await queue._receive(
+                            min(room, MAX_BATCH), timeout * 1000, config.wait_time_seconds, rider=rider
+                        )
+                except SmqError as error:
                     pause = self._receive_failed(error, errors)
                     if pause is None:
                         return
@@ -367,14 +364,10 @@ class Worker:
         stopping: Callable[[], bool],
     ) -> list[Message]:
         """Receive, the deletes of ``done`` riding along; on any failure before they ran, hand them back."""
-        try:
+        with _handed_back_unless_sent(rider, done, keeper):
             return self.queue._receive(
                 max_messages, timeout * 1000, self.config.wait_time_seconds, stop=stopping, rider=rider
             )
-        except BaseException:
-            if rider is not None and rider.reply is None:
-                keeper.hand_back(done)  # perhaps not run: the keeper deletes them again (harmless)
-            raise
 
     def _shut_down(self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, server: Any) -> None:
         self._stop.set()
@@ -416,3 +409,15 @@ class Worker:
             server.server_close()
             self.metrics_url = None
         log.info("worker on queue %r stopped", self.queue.name)
+
+
+@contextlib.contextmanager
+def _handed_back_unless_sent(rider: _Rider | None, done: list[Lease], keeper: LeaseKeeper) -> Iterator[None]:
+    """Around a receive that carries the deletes of ``done``: on any failure before they ran,
+    hand them back to the keeper (perhaps not run: it deletes them again, which is harmless)."""
+    try:
+        yield
+    except BaseException:
+        if rider is not None and rider.reply is None:
+            keeper.hand_back(done)
+        raise

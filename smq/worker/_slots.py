@@ -365,22 +365,15 @@ class AsyncSlots:
         return _Receiving(asyncio.run_coroutine_threadsafe(loop(), self.loop))  # type: ignore[arg-type]
 
     def run_batch(self, batch: list[Run], stopping: Callable[[], bool]) -> bool:
-        """Start one receive's runs (those beyond ``concurrency`` wait for a slot)."""
-        if batch:
-            if self.on_loop():
-                self._waiting.extend(batch)
-                self._inline = True
-                try:
-                    self._start_waiting()
-                finally:
-                    self._inline = False
-            else:
-                self.loop.call_soon_threadsafe(self._put_all, batch)
-        return True
-
-    def _put_all(self, batch: list[Run]) -> None:
+        """Start one receive's runs (those beyond ``concurrency`` wait for a slot); called by the
+        receive loop, on the event loop."""
         self._waiting.extend(batch)
-        self._start_waiting()
+        self._inline = True
+        try:
+            self._start_waiting()
+        finally:
+            self._inline = False
+        return True
 
     def _start_waiting(self) -> None:
         """Start waiting runs while slots are free; a run whose handlers never wait ends here."""
@@ -485,7 +478,5 @@ class _Receiving:
         return not self._future.done()
 
     def join(self, timeout: float | None = None) -> None:
-        with contextlib.suppress(
-            concurrent.futures.TimeoutError, concurrent.futures.CancelledError, Exception
-        ):
+        with contextlib.suppress(Exception):  # timed out, cancelled or failed: the runner looks on
             self._future.result(timeout)
