@@ -29,6 +29,9 @@
 -- KEYS[27] group_of (hash): fair queues: id -> group, of grouped messages in flight
 -- KEYS[28] deferred (zset): fair queues: noisy groups' messages set aside
 -- KEYS[29] noisy (zset): fair queues: groups with messages set aside
+-- KEYS[30] history (list): samples of the queue's counts
+-- KEYS[31] consumers (hash): workers and SQS clients seen receiving
+-- KEYS[32] consumers_at (zset): consumer ids by their last heartbeat
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): clock override for tests
 --
@@ -63,6 +66,9 @@ local tenants = KEYS[26]
 local group_of = KEYS[27]
 local deferred = KEYS[28]
 local noisy = KEYS[29]
+local history = KEYS[30]
+local consumers = KEYS[31]
+local consumers_at = KEYS[32]
 local now = clock(ARGV[1])
 local existed = redis.call('EXISTS', meta)
 local layout = redis.call('HGET', meta, 'layout')
@@ -72,7 +78,8 @@ end
 -- (a newer layout may keep keys this version does not know of: its own version deletes it)
 redis.call('UNLINK', meta, visible, inflight, delayed, messages, state, stats,
   events, outbox, outbox_at, arrivals, origins, tags, sources, tasks, fifo, ordered, groups, ready, waiting,
-  dedup, dedup_at, attempts, attempts_at, tenants, group_of, deferred, noisy)
+  dedup, dedup_at, attempts, attempts_at, tenants, group_of, deferred, noisy, history, consumers,
+  consumers_at)
 if existed == 1 then
   -- For SQS's rule: no queue of this name for 60 s (create_queue enforces it on request).
   redis.call('SET', deleted, now, 'PX', DELETED_MS)

@@ -53,6 +53,10 @@ KINDS = (
     "group_of",  # hash: id -> group, of grouped messages in flight
     "deferred",  # zset, score 0: "<group> <seq> <visible entry>", noisy groups' messages set aside
     "noisy",  # zset: groups with messages set aside, by their messages in flight
+    # Observation, written by `smq serve` and workers, never read by a receive:
+    "history",  # list: "<bucket>|<n>|..." samples of the queue's counts, oldest first (capped)
+    "consumers",  # hash: consumer id -> "<kind>|<JSON>" of a worker or SQS client receiving here
+    "consumers_at",  # zset: consumer ids by their last heartbeat (ms)
 )
 
 
@@ -95,6 +99,9 @@ class QueueKeys:
     group_of: str
     deferred: str
     noisy: str
+    history: str
+    consumers: str
+    consumers_at: str
     wake_channel: str
 
     @classmethod
