@@ -55,6 +55,7 @@ from ._errors import (
 )
 from ._events import Event
 from ._health import RedisHealth
+from ._history import Sample
 from ._message import (
     BatchFailure,
     BatchResult,
@@ -121,6 +122,7 @@ __all__ = [
     "ReceiptHandleIsInvalid",
     "RedisHealth",
     "RedrivePolicy",
+    "Sample",
     "SendEntry",
     "SendResult",
     "Settings",

@@ -29,6 +29,9 @@ from ._errors import (
     error_for,
 )
 from ._events import Event, read_events
+from ._history import HISTORY_KEPT, HISTORY_STEP, Sample
+from ._history import read as read_history
+from ._history import record as record_sample
 from ._keys import QueueKeys
 from ._message import (
     AttributeValue,
@@ -754,6 +757,21 @@ class Queue:
         """Remove the tags with these keys (SQS UntagQueue); absent keys are ignored."""
         checked = check_tag_keys(keys)
         self._client.run("untag_queue", self.keys, [self._client._now_arg(), *checked], queue=self.name)
+
+    def history(self, limit: int = HISTORY_KEPT) -> list[Sample]:
+        """The newest ``limit`` (1-10,000) samples of the queue's counts, oldest first.
+
+        ``smq serve`` keeps one sample per 10 s step, an hour of them (see
+        ``Sample``); a queue no ``smq serve`` samples has none. Of a sharded
+        queue: the counts added up over its shards. Changes nothing. Raises
+        InvalidParameter or QueueDoesNotExist.
+        """
+        return read_history(self._client, self.keys, limit)[1]
+
+    def _sample(self, step: int = HISTORY_STEP, keep: int = HISTORY_KEPT) -> bool:
+        """Keep the queue's counts now as its history's sample of this step (``smq serve``
+        does, for the queues it serves); False when another process took it already."""
+        return record_sample(self._client, self.keys, self.attributes(), step, keep)
 
     def tags(self) -> dict[str, str]:
         """The queue's tags, key -> value (SQS ListQueueTags)."""

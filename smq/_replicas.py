@@ -10,7 +10,7 @@ primary's and N replicas' append-only files hold them on disk. When fewer
 confirm within the timeout, the change ran on the primary but may be lost:
 the call raises ``OutcomeUnknown``.
 
-Scripts that only read need no wait (``READ_ONLY``); a test checks the table
+Scripts that only read, or only observe, need no wait (``NO_WAIT``); a test checks the table
 against the Lua sources, so a script that writes cannot be left out.
 
 By default (``wait_replicas=None``) the client decides when it starts
@@ -44,9 +44,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("smq.replicas")
 
-READ_ONLY = frozenset({"get_attributes", "list_tags", "move_task_list", "peek", "check_access"})
-"""Scripts that change no state, so need no wait. ``check_access`` writes probe
-keys no queue uses and deletes them again: nothing to keep."""
+READ_ONLY = frozenset({"get_attributes", "list_tags", "move_task_list", "peek", "check_access", "history"})
+"""Scripts that change no state. ``check_access`` writes probe keys no queue uses and
+deletes them again: nothing to keep."""
+OBSERVATIONS = frozenset({"history_add"})
+"""Scripts that write only what smq observes of a queue, never a message or a setting: a
+sample of its counts for the console's charts. One lost in a failover is a gap in a chart."""
+NO_WAIT = READ_ONLY | OBSERVATIONS
+"""Scripts whose changes need no wait for replicas."""
 
 
 @dataclass

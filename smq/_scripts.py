@@ -43,7 +43,7 @@ from redis.exceptions import (
 
 from ._fork import reset_after_fork
 from ._keys import KINDS, QueueKeys
-from ._replicas import READ_ONLY, NotReplicated, SentinelCount, Wait
+from ._replicas import NO_WAIT, NotReplicated, SentinelCount, Wait
 from ._sentinel import sentinel_replicas
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class ScriptRunner:
 
     def run(self, name: str, keys: QueueKeys, args: Sequence[Any]) -> Any:
         command, slot = self._command(name, keys, args)
-        wait = None if name in READ_ONLY else self.wait
+        wait = None if name in NO_WAIT else self.wait
         try:
             reply = self._send(command, slot, wait)
         except NoScriptError:
@@ -298,7 +298,7 @@ class ScriptRunner:
             command, slot = self._command(name, keys, args)
             commands.append(command)
             slots.add(slot)
-            writes = writes or name not in READ_ONLY
+            writes = writes or name not in NO_WAIT
             together = together and name in self._ran
         target = self._target(slot, None)
         if target is None or len(slots) > 1 or not together:

@@ -42,6 +42,7 @@ from ._config import QueueInfo
 from ._declared import QueueChange
 from ._events import Event
 from ._health import RedisHealth
+from ._history import HISTORY_KEPT, Sample
 from ._keys import QueueKeys
 from ._loop_polls import LongPolls
 from ._loop_scripts import LoopScripts
@@ -440,6 +441,10 @@ class AsyncQueue:
     async def untag(self, keys: Sequence[str]) -> None:
         """Remove the tags with these keys (``Queue.untag``)."""
         await self._client._in_thread(self._queue.untag, keys)
+
+    async def history(self, limit: int = HISTORY_KEPT) -> list[Sample]:
+        """The newest samples of the queue's counts, oldest first (``Queue.history``)."""
+        return await self._client._in_thread(self._queue.history, limit)
 
     async def tags(self) -> dict[str, str]:
         """The queue's tags (``Queue.tags``)."""

@@ -21,7 +21,7 @@ import smq
 from conftest import acl_refusals, acl_url, server_binary, stored_id
 from smq._ids import message_id
 from smq._keys import QueueKeys
-from smq._replicas import READ_ONLY
+from smq._replicas import OBSERVATIONS, READ_ONLY
 from smq._scripts import lua_dir, sources
 from smq.embedded import EmbeddedRedis, free_port
 
@@ -365,6 +365,9 @@ def test_the_scripts_that_skip_the_wait_are_exactly_those_that_write_nothing() -
     # check_access writes probe keys it removes again (its commands are in a table the
     # pattern does not see): it is the one script that writes and still need not wait.
     assert READ_ONLY == (set(sources()) - writing) | {"check_access"}
+    # Observations write, but only samples and heartbeats: never a message or a setting.
+    assert OBSERVATIONS <= writing
+    assert not OBSERVATIONS & {"send", "receive", "delete", "change_visibility", "purge"}
     assert "check_access" not in writing
     assert {"send", "receive", "delete", "change_visibility", "purge", "create_queue"} <= writing
 

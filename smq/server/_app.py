@@ -23,6 +23,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from .._client import Client
 from .._errors import SmqError
+from .._history import HISTORY_STEP, sample_queues
 from .._loop_polls import LongPolls
 from .._loop_scripts import LoopScripts
 from .._outage import Outage
@@ -60,6 +61,7 @@ class Service:
         self._owner = uuid.uuid4().hex
         self._request_ids = request_ids()
         self._move_tasks: asyncio.Task[None] | None = None
+        self._history: asyncio.Task[None] | None = None
         self._move_kick = asyncio.Event()
         # Done when the pass of the move task runner that began after a kick ends.
         self._move_pass: asyncio.Future[None] | None = None
@@ -78,6 +80,7 @@ class Service:
     async def start(self) -> None:
         self.polls = LongPolls(self.client, self.call, self.drive)
         self._move_tasks = asyncio.create_task(self._run_move_tasks())
+        self._history = asyncio.create_task(self._keep_history())
 
     async def stop(self) -> None:
         self.closing = True
@@ -86,9 +89,10 @@ class Service:
 
     async def close(self) -> None:
         self.access_log.flush()
-        if self._move_tasks is not None:
-            self._move_tasks.cancel()
-            await asyncio.gather(self._move_tasks, return_exceptions=True)
+        for task in (self._move_tasks, self._history):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.scripts.close()
 
@@ -104,6 +108,21 @@ class Service:
                 await asyncio.wait_for(asyncio.shield(done), wait)
             except asyncio.TimeoutError:
                 pass  # a big or rate-limited task goes on in the background
+
+    async def _keep_history(self) -> None:
+        """Sample the counts of the first ``HISTORY_QUEUES`` queues once per step, for the
+        console's charts (every process does; each step keeps one sample whoever took it)."""
+        outage = Outage(log, "queue history")
+        while not self.closing:
+            try:
+                await self.call(sample_queues, self.client)
+            except SmqError as error:
+                outage.failed(error)
+            except Exception:
+                log.exception("queue history failed")
+            else:
+                outage.succeeded()
+            await asyncio.sleep(HISTORY_STEP - time.time() % HISTORY_STEP + 0.1)
 
     async def _run_move_tasks(self) -> None:
         """Work on message move tasks of any process; each runs under a lease in Redis."""

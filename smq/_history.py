@@ -1,0 +1,100 @@
+"""A queue's history: its counts sampled once per step, kept in Redis beside the queue.
+
+``smq serve`` samples the queues it knows every ``HISTORY_STEP`` seconds
+(``lua/history_add.lua``), so that the console's charts show the last hour
+when a page opens rather than starting blank. Any number of processes may
+sample the same queue: a bucket keeps its first sample only. A sample costs
+one attributes read and one short script; the history holds at most
+``HISTORY_KEPT`` samples (a few tens of KB per queue).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from ._config import QueueInfo, check_int
+from ._errors import QueueDoesNotExist
+from ._keys import QueueKeys
+from ._scripts import text
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+HISTORY_STEP = 10
+"""Seconds between two samples of a queue."""
+HISTORY_KEPT = 360
+"""Samples kept per queue: an hour at ``HISTORY_STEP``."""
+MAX_HISTORY = 10_000
+"""Most samples one read returns (and most a history keeps)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """A queue's counts at one moment, as ``Queue.history`` returns them.
+
+    ``at`` is the start of the sample's step, seconds since the epoch by the
+    Redis server's clock; the counts are ``Queue.attributes()``'s approximate
+    ones, and the counters the fleet-wide totals since the queue was created
+    (a rate is the difference of two samples over their time apart).
+    """
+
+    at: float
+    visible: int
+    in_flight: int
+    delayed: int
+    sent: int
+    received: int
+    deleted: int
+    visibility_expired: int
+    dead_lettered: int
+
+
+_COUNTS = tuple(field.name for field in fields(Sample))[1:]
+
+
+def sample_text(info: QueueInfo) -> str:
+    """The stored form of ``info``'s counts (the fields of ``Sample`` after ``at``, in order)."""
+    counters = info.counters
+    values = [info.visible, info.in_flight, info.delayed]
+    values += [counters.get(name, 0) for name in _COUNTS[3:]]
+    return "|".join(str(max(0, int(value))) for value in values)
+
+
+def record(client: Client, keys: QueueKeys, info: QueueInfo, step: int, keep: int) -> bool:
+    """Keep ``info``'s counts as the sample of the current step; False if it has one already."""
+    check_int("step", step, 1, 3600)
+    check_int("keep", keep, 1, MAX_HISTORY)
+    args = (client._now_arg(), step * 1000, keep, sample_text(info))
+    reply = client.run("history_add", keys, args, queue=keys.name)
+    return bool(reply[1])
+
+
+def read(client: Client, keys: QueueKeys, limit: int) -> tuple[float, list[Sample]]:
+    """(Redis time now in seconds, the newest ``limit`` samples, oldest first)."""
+    check_int("limit", limit, 1, MAX_HISTORY)
+    reply = client.run("history", keys, (client._now_arg(), limit), queue=keys.name)
+    return int(reply[1]) / 1000, [_sample(text(stored)) for stored in reply[2:]]
+
+
+def _sample(stored: str) -> Sample:
+    parts = [int(part) for part in stored.split("|")]
+    counts = (parts[1:] + [0] * len(_COUNTS))[: len(_COUNTS)]  # a shorter sample: a field added since
+    return Sample(parts[0] / 1000, *counts)
+
+
+HISTORY_QUEUES = 1000
+"""Most queues ``smq serve`` samples, the first by name: a round costs two short scripts per
+queue, so a Redis with more queues keeps history for these only."""
+
+
+def sample_queues(client: Client, limit: int = HISTORY_QUEUES) -> int:
+    """Keep a sample of each of the first ``limit`` queues (by name) not sampled this step yet;
+    returns how many were kept. A queue deleted meanwhile is passed over."""
+    kept = 0
+    for name in client.list_queues(limit=limit):
+        try:
+            kept += client.queue(name)._sample()
+        except QueueDoesNotExist:
+            continue
+    return kept
