@@ -10,6 +10,7 @@
 -- KEYS[8] ordered (zset): FIFO queues: "<group> <seq> <id>", each group's messages in order
 -- KEYS[9] deferred (zset): fair queues: "<group> <seq> <entry>", noisy groups' messages set
 --         aside (visible: listed after the list, each group's in order)
+-- KEYS[10] fifo (hash): FIFO queues: id -> "<group> <seq> <sent_ms>" (read: the sequence number)
 --
 -- ARGV[1] now_ms (ms since epoch, '' = Redis TIME): not read; peek judges
 --         nothing by time (a run-out timeout still shows as in flight)
@@ -26,8 +27,9 @@
 -- group's in order, leaving out those in flight; delayed scores are due times
 -- by the queue's delay now.
 --
--- Returns {OK, [id, score_ms, record, state, origin] * n}: score_ms is the
--- zset score ('' for visible), state and origin '' when absent;
+-- Returns {OK, [id, score_ms, record, state, origin, seq] * n}: score_ms is the
+-- zset score ('' for visible), state, origin and seq '' when absent (seq: FIFO
+-- queues only);
 -- or {E_QUEUE_MISSING | E_BAD_ARGUMENT, detail}.
 local meta = KEYS[1]
 local visible = KEYS[2]
@@ -38,15 +40,16 @@ local state = KEYS[6]
 local origins = KEYS[7]
 local ordered = KEYS[8]
 local deferred = KEYS[9]
+local fifo = KEYS[10]
 local which = ARGV[2]
 local limit = int_arg(ARGV[3], 1, 100)
-local offset = int_arg(ARGV[4], 0, 10000)
+local offset = int_arg(ARGV[4], 0, 100000000)
 
 if which ~= 'visible' and which ~= 'in_flight' and which ~= 'delayed' then
   return fail(E_BAD_ARGUMENT, 'state must be visible, in_flight or delayed')
 end
 if limit == nil or offset == nil then
-  return fail(E_BAD_ARGUMENT, 'limit must be 1-100 and offset 0-10000')
+  return fail(E_BAD_ARGUMENT, 'limit must be 1-100 and offset 0-100000000')
 end
 local settings = redis.call('HMGET', meta, 'fifo', 'delay_ms', 'layout', 'fair')
 if redis.call('EXISTS', meta) == 0 then
@@ -128,6 +131,7 @@ end
 local records = redis.call('HMGET', messages, unpack(ids))
 local states = redis.call('HMGET', state, unpack(ids))
 local from = redis.call('HMGET', origins, unpack(ids))
+local infos = is_fifo and redis.call('HMGET', fifo, unpack(ids)) or {}
 for i = 1, #ids do
   local record = records[i] or inline_records[ids[i]]
   if record then
@@ -136,6 +140,8 @@ for i = 1, #ids do
     reply[#reply + 1] = record
     reply[#reply + 1] = states[i] or member_states[ids[i]] or ''
     reply[#reply + 1] = from[i] or ''
+    local seq = infos[i] and select(2, parse_fifo(infos[i]))
+    reply[#reply + 1] = seq or ''
   end
 end
 return reply

@@ -2,7 +2,10 @@
 
 SQS cannot do this. A peek is one read-only script (``lua/peek.lua``): it
 changes no receive count, counter, event or visibility, and reads at most
-``MAX_PEEK_OFFSET + MAX_PEEK`` entries of one list or sorted set.
+``MAX_PEEK`` entries of one list or sorted set. Reaching an offset is cheap: a
+sorted set finds a rank in O(log n), and a list is walked node by node (each
+node holds many entries), from whichever end is nearer; the middle of a list
+of 1,000,000 messages costs about 0.3 ms.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ PEEK_STATES = ("visible", "in_flight", "delayed")
 """The states a peek can look at, each one list or sorted set of the queue."""
 MAX_PEEK = 100
 """Most messages one peek returns."""
-MAX_PEEK_OFFSET = 10_000
-"""Most entries a peek skips: deeper pages would cost Redis too much work."""
+MAX_PEEK_OFFSET = 100_000_000
+"""Most entries a peek skips: far beyond any queue's size, a bound on the argument only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,9 @@ class PeekedMessage:
             when its delay falls due (may be in the past likewise); visible: None.
         origin: The queue it was dead-lettered or redriven from; else None.
         message_group_id: Its MessageGroupId, or None.
+        sequence_number: FIFO queues: its SequenceNumber (20 digits); else None.
+        deduplication_id: Its MessageDeduplicationId as sent (FIFO queues, and
+            standard queues' deduplicated sends), or None.
     """
 
     queue: str
@@ -69,6 +75,8 @@ class PeekedMessage:
     visible_at: float | None
     origin: str | None
     message_group_id: str | None = None
+    sequence_number: str | None = None
+    deduplication_id: str | None = None
 
 
 def check_peek(state: object, limit: object, offset: object) -> None:
@@ -84,12 +92,12 @@ def peek(client: Client, keys: QueueKeys, state: str, limit: int, offset: int) -
     check_peek(state, limit, offset)
     name = keys.name
     reply = client.run("peek", keys, (client._now_arg(), state, limit, offset), queue=name)
-    return [_peeked(name, state, reply[i : i + 5]) for i in range(1, len(reply), 5)]
+    return [_peeked(name, state, reply[i : i + 6]) for i in range(1, len(reply), 6)]
 
 
 def _peeked(queue: str, state: str, entry: Sequence[Any]) -> PeekedMessage:
     stored = text(entry[0])
-    sent_ms, attributes, body, group, _, _, _ = decode_record(entry[2])
+    sent_ms, attributes, body, group, deduplication_id, _, _ = decode_record(entry[2])
     receive_count, first_ms, token, receive_ms = 0, 0, "", 0
     if entry[3]:
         # "<token>|<receive_count>|<first_ms>|<receive_ms>"; a token has no '|'.
@@ -111,4 +119,6 @@ def _peeked(queue: str, state: str, entry: Sequence[Any]) -> PeekedMessage:
         visible_at=None if state == "visible" else float(text(entry[1])) / 1000,
         origin=origin or None,
         message_group_id=group,
+        sequence_number=text(entry[5]) or None,
+        deduplication_id=deduplication_id,
     )

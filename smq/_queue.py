@@ -675,7 +675,8 @@ class Queue:
 
         ``state`` is ``"visible"`` (in receive order, next first), ``"in_flight"``
         (by visibility expiry, soonest first) or ``"delayed"`` (by due time,
-        soonest first). ``offset`` (0-10,000) skips that many entries, to page.
+        soonest first). ``offset`` (0-100,000,000) skips that many entries, to page
+        (cheaply: see ``smq._peek``).
         Changes nothing: no receive count, counter, event or visibility.
         Each state is shown as stored: a message whose timeout or delay ran
         out shows where it was until a receive moves it. Ids of visible

@@ -248,7 +248,7 @@ def test_offset_pages_through_each_state(client: smq.Client, clock: Clock, state
         ({"limit": True}, "limit"),
         ({"limit": "5"}, "limit"),
         ({"offset": -1}, "offset"),
-        ({"offset": 10_001}, "offset"),
+        ({"offset": 100_000_001}, "offset"),
         ({"offset": 1.5}, "offset"),
     ],
 )
@@ -262,7 +262,7 @@ def test_bad_arguments_raise_invalid_parameter(
 
 @pytest.mark.parametrize(
     "args",
-    [("gone", 10, 0), ("visible", 0, 0), ("visible", 101, 0), ("delayed", 10, -1), ("in_flight", 10, 10_001)],
+    [("gone", 10, 0), ("visible", 0, 0), ("visible", 101, 0), ("delayed", 10, -1), ("in_flight", 10, 100_000_001)],
 )
 def test_the_script_refuses_bad_arguments_itself(client: smq.Client, args: tuple[Any, ...]) -> None:
     queue = client.create_queue("jobs")
@@ -279,3 +279,26 @@ def test_a_missing_queue_raises_queue_does_not_exist(client: smq.Client) -> None
     client.delete_queue("gone")
     with pytest.raises(smq.QueueDoesNotExist):
         client.queue("gone").peek()
+
+
+def test_fifo_messages_show_their_group_sequence_number_and_deduplication_id(client: smq.Client) -> None:
+    queue = client.create_queue("jobs.fifo")
+    sent = [queue.send(f"m{i}", message_group_id=f"g{i % 2}", deduplication_id=f"d{i}") for i in range(3)]
+    (held,) = queue.receive(1)
+    for state, expected in (("visible", sent[1:]), ("in_flight", sent[:1])):
+        peeked = queue.peek(state, limit=10)
+        assert sorted((p.message_id, p.sequence_number) for p in peeked) == sorted(
+            (s.message_id, s.sequence_number) for s in expected
+        )
+        assert all(p.deduplication_id == f"d{p.body[1:]}" for p in peeked)
+        assert all(p.message_group_id == f"g{int(p.body[1:]) % 2}" for p in peeked)
+    assert held.message_id == sent[0].message_id
+
+
+def test_standard_messages_have_no_sequence_number(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    queue.send("a")
+    queue.send("b", deduplication_id="once")
+    first, second = queue.peek()
+    assert (first.sequence_number, first.deduplication_id) == (None, None)
+    assert (second.sequence_number, second.deduplication_id) == (None, "once")

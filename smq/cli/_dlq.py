@@ -13,7 +13,7 @@ from ._connect import open_client, redis_options
 from ._output import json_option, print_json, print_table
 
 _PAGE = 100
-_DRY_RUN_REACH = 10_000  # the deepest a peek may look (smq._peek.MAX_PEEK_OFFSET)
+_DRY_RUN_REACH = 10_000  # the deepest a dry run looks: a bound on its work
 
 
 @main.group()

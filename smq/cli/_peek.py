@@ -64,7 +64,11 @@ def peeked_json(message: PeekedMessage, fifo: bool = False) -> dict[str, Any]:
     "--limit", type=click.IntRange(1, 100), default=10, show_default=True, help="Messages per state."
 )
 @click.option(
-    "--offset", type=click.IntRange(0, 10_000), default=0, show_default=True, help="Skip this many per state."
+    "--offset",
+    type=click.IntRange(0, 100_000_000),
+    default=0,
+    show_default=True,
+    help="Skip this many per state.",
 )
 @redis_options
 @json_option
