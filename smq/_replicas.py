@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("smq.replicas")
 
-READ_ONLY = frozenset({"get_attributes", "list_tags", "move_task_list", "peek", "check_access"})
+READ_ONLY = frozenset({"get_attributes", "list_tags", "move_task_list", "peek", "consumers", "check_access"})
 """Scripts that change no state, so need no wait. ``check_access`` writes probe
 keys no queue uses and deletes them again: nothing to keep."""
 

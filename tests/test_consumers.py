@@ -1,0 +1,158 @@
+"""A queue's consumers: workers and SQS clients note heartbeats, ``Queue.consumers`` reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import smq
+from conftest import Clock, raw
+
+START = 1_800_000_000  # the clock fixture's start, in seconds
+HOUR_MS = 3_600_000
+
+
+def _ids(queue: Any, limit: int = 100) -> list[str]:
+    return [c.id for c in queue.consumers(limit)]
+
+
+def test_a_beat_shows_the_consumer_with_its_kind_info_and_age(client: smq.Client, clock: Clock) -> None:
+    queue = client.create_queue("jobs")
+    assert queue.consumers() == []
+    queue._beat("host-a:12:x1", "worker", {"host": "host-a", "pid": 12, "held": 3})
+    clock.advance(2.5)
+    (seen,) = queue.consumers()
+    assert seen == smq.Consumer(
+        id="host-a:12:x1",
+        kind="worker",
+        last_seen=START,
+        age=2.5,
+        info={"host": "host-a", "pid": 12, "held": 3},
+    )
+
+
+def test_consumers_come_newest_heartbeat_first_up_to_the_limit(client: smq.Client, clock: Clock) -> None:
+    queue = client.create_queue("jobs")
+    for name in ("a", "b", "c"):
+        queue._beat(name, "worker", {})
+        clock.advance(1)
+    queue._beat("sqs:KEY:Boto3/1.34.0:127.0.0.1", "sqs", {"agent": "Boto3/1.34.0", "receives": 2})
+    clock.advance(1)
+    queue._beat("a", "worker", {"held": 1})  # a beats again: the newest now
+    assert _ids(queue) == ["a", "sqs:KEY:Boto3/1.34.0:127.0.0.1", "c", "b"]
+    assert _ids(queue, 2) == ["a", "sqs:KEY:Boto3/1.34.0:127.0.0.1"]
+    by_id = {c.id: c for c in queue.consumers()}
+    assert by_id["a"].info == {"held": 1} and by_id["a"].age == 0
+    assert by_id["sqs:KEY:Boto3/1.34.0:127.0.0.1"].kind == "sqs"
+    assert by_id["b"].age == 3
+
+
+def test_forget_drops_the_consumer(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    queue._beat("a", "worker", {})
+    queue._beat("b", "worker", {})
+    queue._beat("a", "worker", {}, forget=True)
+    assert _ids(queue) == ["b"]
+    queue._beat("never-seen", "sqs", {}, forget=True)  # nothing to forget: no error
+    assert _ids(queue) == ["b"]
+
+
+def test_a_deleted_queue_refuses_the_beat_and_gets_no_key_back(client: smq.Client) -> None:
+    queue = client.create_queue("jobs")
+    queue._beat("a", "worker", {})
+    assert client.delete_queue("jobs")
+    redis = raw(client)
+    assert not redis.exists(queue.keys.consumers) and not redis.exists(queue.keys.consumers_at)
+    with pytest.raises(smq.QueueDoesNotExist):
+        queue._beat("a", "worker", {})
+    with pytest.raises(smq.QueueDoesNotExist):
+        queue._beat("a", "worker", {}, forget=True)
+    with pytest.raises(smq.QueueDoesNotExist):
+        queue.consumers()
+    for key in (queue.keys.meta, queue.keys.consumers, queue.keys.consumers_at):
+        assert not redis.exists(key), key
+
+
+def test_heartbeats_older_than_an_hour_are_dropped_ten_a_beat(client: smq.Client, clock: Clock) -> None:
+    queue = client.create_queue("jobs")
+    for n in range(12):
+        queue._beat(f"old-{n:02}", "worker", {})
+    clock.advance(HOUR_MS / 1000 - 1)
+    queue._beat("recent", "worker", {})
+    assert len(_ids(queue)) == 13  # an hour has not passed for any of them yet
+    clock.advance(2)
+    queue._beat("new", "sqs", {})
+    assert _ids(queue) == ["new", "recent", "old-11", "old-10"]  # ten dropped by this beat
+    queue._beat("new", "sqs", {})
+    assert _ids(queue) == ["new", "recent"]
+    assert raw(client).hlen(queue.keys.consumers) == 2
+
+
+def test_a_queue_keeps_at_most_a_thousand_consumers(client: smq.Client, clock: Clock) -> None:
+    queue = client.create_queue("jobs")
+    redis = raw(client)
+    start_ms = clock.now_ms
+    # 1,005 written straight to Redis, one a ms: as many beats would leave the same keys.
+    redis.zadd(queue.keys.consumers_at, {f"c{n:04}": start_ms + n for n in range(1005)})
+    redis.hset(queue.keys.consumers, mapping={f"c{n:04}": "worker|{}" for n in range(1005)})
+    clock.advance(10)
+    queue._beat("newest", "worker", {})
+    # 1,006 kept before the trim: the oldest six go, and no more (bounded work per beat).
+    assert redis.zcard(queue.keys.consumers_at) == 1000
+    assert redis.hlen(queue.keys.consumers) == 1000
+    assert redis.zscore(queue.keys.consumers_at, "c0006") is not None
+    assert redis.zscore(queue.keys.consumers_at, "c0005") is None
+    assert _ids(queue, 3) == ["newest", "c1004", "c1003"]
+    # Far over (written by hand): a beat drops ten at most.
+    redis.zadd(queue.keys.consumers_at, {f"d{n:02}": start_ms + 5000 + n for n in range(30)})
+    queue._beat("newest", "worker", {})
+    assert redis.zcard(queue.keys.consumers_at) == 1020
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda q: q.consumers(0), "limit"),
+        (lambda q: q.consumers(101), "limit"),
+        (lambda q: q.consumers("5"), "limit"),
+        (lambda q: q._beat("", "worker", {}), "consumer id"),
+        (lambda q: q._beat("x" * 201, "worker", {}), "consumer id"),
+        (lambda q: q._beat("a", "browser", {}), "kind"),
+        (lambda q: q._beat("a", "worker", {"big": "x" * 2048}), "2048 bytes"),
+        (lambda q: q._beat("a", "worker", ["not", "a", "mapping"]), "mapping"),
+    ],
+)
+def test_arguments_are_checked_before_redis_is_asked(
+    client: smq.Client, call: Callable[[Any], Any], message: str
+) -> None:
+    queue = client.create_queue("jobs")
+    with pytest.raises(smq.InvalidParameter, match=message):
+        call(queue)
+    assert queue.consumers() == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["", "", "worker", "{}", "0"],
+        ["", "x" * 201, "worker", "{}", "0"],
+        ["", "a", "browser", "{}", "0"],
+        ["", "a", "worker", "x" * 2049, "0"],
+        ["", "a", "worker", "{}", "yes"],
+        ["soon", "a", "worker", "{}", "0"],
+    ],
+)
+def test_the_beat_script_checks_its_arguments_before_any_write(client: smq.Client, args: list[str]) -> None:
+    queue = client.create_queue("jobs")
+    with pytest.raises(smq.InvalidParameter):
+        client.run("consumer_beat", queue.keys, args, queue="jobs")
+    assert not raw(client).exists(queue.keys.consumers_at)
+
+
+@pytest.mark.parametrize("args", [["", "0"], ["", "101"], ["", "ten"], ["later", "5"]])
+def test_the_read_script_checks_its_arguments(client: smq.Client, args: list[str]) -> None:
+    queue = client.create_queue("jobs")
+    with pytest.raises(smq.InvalidParameter):
+        client.run("consumers", queue.keys, args, queue="jobs")
