@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import socket
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +15,7 @@ import pytest
 
 import smq
 from conftest import Clock, raw
+from worker_support import Running, wait_for
 
 START = 1_800_000_000  # the clock fixture's start, in seconds
 HOUR_MS = 3_600_000
@@ -156,3 +163,87 @@ def test_the_read_script_checks_its_arguments(client: smq.Client, args: list[str
     queue = client.create_queue("jobs")
     with pytest.raises(smq.InvalidParameter):
         client.run("consumers", queue.keys, args, queue="jobs")
+
+
+# -- workers register ------------------------------------------------------------------------
+
+
+def _workers(queue: smq.Queue) -> list[smq.Consumer]:
+    return [c for c in queue.consumers() if c.kind == "worker"]
+
+
+@pytest.mark.parametrize("mode", ["threads", "async"])
+def test_a_running_worker_shows_with_its_info_and_is_forgotten_at_a_graceful_stop(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running], mode: str
+) -> None:
+    jobs = redis_client.create_queue("jobs")
+    release = threading.Event()
+
+    def handle(job: smq.Job) -> None:
+        release.wait(20)
+
+    async def handle_async(job: smq.Job) -> None:
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+
+    handler: Any = handle if mode == "threads" else handle_async
+    worker = smq.Worker(redis_client, "jobs", handler, config=smq.WorkerConfig(concurrency=3))
+    worker._beat_every = 0.2
+    before = time.time()
+    run = running(worker)
+    (seen,) = wait_for(lambda: _workers(jobs), 10, "the worker's first beat")
+    host, pid = socket.gethostname(), os.getpid()
+    assert seen.id.startswith(f"{host}:{pid}:") and len(seen.id.rsplit(":", 1)[1]) == 6
+    info = dict(seen.info)
+    assert before - 1 <= info.pop("started") <= time.time()
+    assert info == {
+        "host": host,
+        "pid": pid,
+        "concurrency": 3,
+        "mode": mode,
+        "held": 0,
+        "version": smq.__version__,
+    }
+    assert seen.age < 5
+    # It beats on: the next beats say how many messages it holds.
+    jobs.send_batch([smq.SendEntry("a", "one"), smq.SendEntry("b", "two")])
+    wait_for(lambda: [c.info["held"] for c in _workers(jobs)] == [2], 10, "a beat with two held")
+    release.set()
+    run.stop()
+    assert jobs.consumers() == []
+
+
+class _FailingBeats(smq.Queue):
+    """A real queue whose first registration beats fail, as during a Redis outage."""
+
+    __slots__ = ("failures",)
+
+    def __init__(self, client: smq.Client, name: str, failures: int) -> None:
+        super().__init__(client, name)
+        self.failures = failures
+
+    def _beat(self, consumer_id: str, kind: str, info: Any, forget: bool = False) -> None:
+        if not forget and self.failures > 0:
+            self.failures -= 1
+            raise smq.Unavailable("Redis is down (a test's outage)")
+        super()._beat(consumer_id, kind, info, forget)
+
+
+def test_a_failed_beat_is_logged_and_tried_again_and_the_worker_works_on(
+    redis_client: smq.Client, running: Callable[[smq.Worker], Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    jobs = redis_client.create_queue("jobs")
+    jobs.send("hello")
+    seen: list[str] = []
+    worker = smq.Worker(
+        redis_client, _FailingBeats(redis_client, "jobs", 3), lambda job: seen.append(job.body)
+    )
+    worker._beat_every = 0.1
+    with caplog.at_level(logging.WARNING, logger="smq.worker"):
+        run = running(worker)
+        wait_for(lambda: seen == ["hello"], 10, "the message handled")
+        wait_for(lambda: _workers(jobs), 10, "a beat that went through")
+        run.stop()
+    assert "registration heartbeat" in caplog.text and "a test's outage" in caplog.text
+    assert "recovered" in caplog.text
+    assert jobs.attributes().visible == 0 and jobs.consumers() == []
