@@ -8,13 +8,16 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 import smq
 from conftest import Clock, raw
+from http_support import Server, json_client
+from smq.embedded import EmbeddedRedis
+from smq.server._consumers import MAX_NOTED, SqsConsumers
 from worker_support import Running, wait_for
 
 START = 1_800_000_000  # the clock fixture's start, in seconds
@@ -247,3 +250,65 @@ def test_a_failed_beat_is_logged_and_tried_again_and_the_worker_works_on(
     assert "registration heartbeat" in caplog.text and "a test's outage" in caplog.text
     assert "recovered" in caplog.text
     assert jobs.attributes().visible == 0 and jobs.consumers() == []
+
+
+# -- SQS clients register through smq serve --------------------------------------------------
+
+
+@pytest.fixture
+def fast_beating_server(redis_server: EmbeddedRedis) -> Iterator[Server]:
+    """`smq serve` (no authentication) that notes its SQS clients every 0.2 s."""
+    server = Server(redis_server.url, "--no-auth", "--consumer-beat-interval", "0.2")
+    yield server
+    server.stop()
+
+
+def test_an_sqs_client_that_receives_through_smq_serve_shows_with_its_agent(
+    redis_client: smq.Client, fast_beating_server: Server
+) -> None:
+    jobs = redis_client.create_queue("jobs")
+    sqs = json_client(fast_beating_server.url)
+    url = sqs.get_queue_url(QueueName="jobs")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="hello")
+    assert jobs.consumers() == []  # a send does not make a consumer
+    got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
+    assert [m["Body"] for m in got["Messages"]] == ["hello"]
+    (seen,) = wait_for(jobs.consumers, 10, "the server's beat for its SQS client")
+    agent = seen.info["agent"]
+    assert agent.startswith("Boto3/") and seen.kind == "sqs"
+    assert seen.id == f"sqs::{agent}:127.0.0.1"
+    assert seen.info["user_agent"].startswith(agent + " ") and len(seen.info["user_agent"]) <= 200
+    assert seen.info["access_key"] == "" and seen.info["address"] == "127.0.0.1"
+    assert seen.info["receives"] == 1
+    assert seen.info["via"] == f"{socket.gethostname()[:100]}:{fast_beating_server.pid}"
+    # Receives of an empty queue count too: the client consumes it, there is nothing to take.
+    for _ in range(3):
+        sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
+    wait_for(lambda: jobs.consumers()[0].info["receives"] > 1 or None, 10, "a beat of later receives")
+
+
+def test_the_servers_notes_are_bounded_and_one_per_agent_address_key_and_queue(
+    redis_client: smq.Client,
+) -> None:
+    jobs = redis_client.create_queue("jobs")
+    noted = SqsConsumers(redis_client)
+    for n in range(MAX_NOTED + 5):
+        noted.note("jobs", "KEY", f"Boto3/1.{n} md/x", "10.0.0.1")
+    noted.note("jobs", "KEY", "Boto3/1.0 md/x", "10.0.0.1")  # counted: it is noted already
+    counts = noted.take()
+    assert len(counts) == MAX_NOTED and counts[("jobs", "KEY", "Boto3/1.0 md/x", "10.0.0.1")] == 2
+    assert noted.take() == {}
+    noted.note("jobs", "KEY", "Boto3/1.34.0 md/Botocore#1.34.0", "10.0.0.1")
+    noted.note("jobs", "KEY", "Boto3/1.34.0 md/Botocore#1.34.1", "10.0.0.1")  # the same agent
+    noted.note("jobs", "KEY", "aws-cli/2.15.0 md/x", "10.0.0.1")
+    noted.note("jobs", "OTHER", "", "10.0.0.2")
+    noted.note("gone", "KEY", "Boto3/1.34.0", "10.0.0.1")  # no such queue: skipped
+    noted.flush(noted.take())
+    by_id = {c.id: c.info for c in jobs.consumers()}
+    assert set(by_id) == {
+        "sqs:KEY:Boto3/1.34.0:10.0.0.1",
+        "sqs:KEY:aws-cli/2.15.0:10.0.0.1",
+        "sqs:OTHER:unknown:10.0.0.2",
+    }
+    assert by_id["sqs:KEY:Boto3/1.34.0:10.0.0.1"]["receives"] == 2
+    assert by_id["sqs:OTHER:unknown:10.0.0.2"]["agent"] == "unknown"  # no User-Agent
