@@ -16,6 +16,7 @@ import pytest
 import smq
 from conftest import Clock, raw
 from http_support import Server, json_client
+from smq._keys import QueueKeys
 from smq.embedded import EmbeddedRedis
 from smq.server._consumers import MAX_NOTED, SqsConsumers
 from worker_support import Running, wait_for
@@ -119,6 +120,16 @@ def test_a_queue_keeps_at_most_a_thousand_consumers(client: smq.Client, clock: C
     redis.zadd(queue.keys.consumers_at, {f"d{n:02}": start_ms + 5000 + n for n in range(30)})
     queue._beat("newest", "worker", {})
     assert redis.zcard(queue.keys.consumers_at) == 1020
+
+
+def test_a_sharded_queue_keeps_its_consumers_under_its_first_shard(redis_client: smq.Client) -> None:
+    orders = redis_client.create_queue("orders", shards=3)
+    assert orders.shard_names()[0] == "orders"
+    orders._beat("a", "worker", {})
+    assert _ids(orders) == ["a"]
+    assert raw(redis_client).zscore(orders.keys.consumers_at, "a") is not None
+    for shard in orders.shard_names()[1:]:
+        assert not raw(redis_client).exists(QueueKeys.of(shard).consumers_at)
 
 
 @pytest.mark.parametrize(
