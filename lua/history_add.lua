@@ -41,8 +41,8 @@ if last and (tonumber(string.match(last, '^(%d+)|')) or 0) >= bucket then
 end
 redis.call('RPUSH', history, bucket .. '|' .. sample)
 -- Normally one over; a smaller keep than before trims a few per call.
-local over = redis.call('LLEN', history) - keep
-for _ = 1, math.min(over, 10) do
+local over = math.min(redis.call('LLEN', history) - keep, 10)
+for _ = 1, over do
   redis.call('LPOP', history)
 end
 return {OK, 1}

@@ -14,6 +14,7 @@ Start with ``Client``::
 
 from ._client import Client
 from ._config import COUNTERS, MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, RedrivePolicy
+from ._consumers import Consumer
 from ._declared import QueueChange
 from ._digest import md5_of_attributes, md5_of_body
 from ._errors import (
@@ -85,6 +86,7 @@ __all__ = [
     "BatchResult",
     "ChangeEntry",
     "Client",
+    "Consumer",
     "DeleteEntry",
     "EmptyBatchRequest",
     "Event",

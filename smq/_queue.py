@@ -22,6 +22,7 @@ from ._config import (
     check_int,
     is_fifo_name,
 )
+from ._consumers import Consumer, beat, consumers
 from ._errors import (
     InvalidParameter,
     SmqError,
@@ -705,6 +706,30 @@ class Queue:
         if shards:
             return sharded.events(self, shards, after, limit)
         return read_events(self._client, self.keys, after, limit)
+
+    def consumers(self, limit: int = 100) -> list[Consumer]:
+        """The workers and SQS clients seen receiving from the queue, the latest heartbeat first.
+
+        Up to ``limit`` (1-100) of them, each a ``Consumer`` with its kind,
+        last heartbeat and what it says of itself. Every ``smq.Worker`` beats
+        every 15 s per queue while it runs and is forgotten at a graceful
+        stop; ``smq serve`` beats every 15 s for the SQS clients that received
+        through it since its last beat. A consumer that stopped otherwise
+        shows with a growing ``age`` until it is dropped, an hour after its
+        last heartbeat. On a sharded queue, consumers are kept under the first
+        shard (the queue's own keys). Changes nothing. Raises InvalidParameter
+        or QueueDoesNotExist.
+        """
+        return consumers(self._client, self.keys, limit)
+
+    def _beat(self, consumer_id: str, kind: str, info: Mapping[str, Any], forget: bool = False) -> None:
+        """Note a heartbeat of consumer ``consumer_id`` (``kind`` ``"worker"`` or ``"sqs"``,
+        ``info`` JSON-able, at most 2 KiB) on this queue, or with ``forget`` drop it.
+
+        Kept under the first shard of a sharded queue (its own keys). Raises
+        InvalidParameter or QueueDoesNotExist (and writes nothing then).
+        """
+        beat(self._client, self.keys, consumer_id, kind, info, forget)
 
     def set_attributes(self, **settings: Any) -> None:
         """Change settings (QueueConfig fields); applies to later calls.

@@ -44,12 +44,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("smq.replicas")
 
-READ_ONLY = frozenset({"get_attributes", "list_tags", "move_task_list", "peek", "check_access", "history"})
+READ_ONLY = frozenset(
+    {"get_attributes", "list_tags", "move_task_list", "peek", "check_access", "history", "consumers"}
+)
 """Scripts that change no state. ``check_access`` writes probe keys no queue uses and
 deletes them again: nothing to keep."""
-OBSERVATIONS = frozenset({"history_add"})
+OBSERVATIONS = frozenset({"history_add", "consumer_beat"})
 """Scripts that write only what smq observes of a queue, never a message or a setting: a
-sample of its counts for the console's charts. One lost in a failover is a gap in a chart."""
+sample of its counts for the console's charts, a consumer's heartbeat. One lost in a failover
+is a gap in a chart or a beat late, nothing more."""
 NO_WAIT = READ_ONLY | OBSERVATIONS
 """Scripts whose changes need no wait for replicas."""
 

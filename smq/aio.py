@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 from ._client import Client
 from ._config import QueueInfo
+from ._consumers import Consumer
 from ._declared import QueueChange
 from ._events import Event
 from ._health import RedisHealth
@@ -429,6 +430,10 @@ class AsyncQueue:
     async def events(self, *, after: str = "-", limit: int = 1000) -> list[Event]:
         """Lifecycle events of the queue, oldest first (``Queue.events``)."""
         return await self._client._in_thread(self._queue.events, after=after, limit=limit)
+
+    async def consumers(self, limit: int = 100) -> list[Consumer]:
+        """The workers and SQS clients seen receiving from the queue (``Queue.consumers``)."""
+        return await self._client._in_thread(self._queue.consumers, limit)
 
     async def set_attributes(self, **settings: Any) -> None:
         """Change settings (``Queue.set_attributes``)."""

@@ -123,7 +123,8 @@ def test_public_surface_is_pinned() -> None:
     assert sorted(smq.__all__) == sorted(
         [
             "COUNTERS", "MAX_VISIBILITY_TIMEOUT", "BackendError", "BatchEntryIdsNotDistinct", "BatchError",
-            "BatchFailure", "BatchRequestTooLong", "BatchResult", "ChangeEntry", "Client", "DeleteEntry",
+            "BatchFailure", "BatchRequestTooLong", "BatchResult", "ChangeEntry", "Client", "Consumer",
+            "DeleteEntry",
             "EmptyBatchRequest", "Event",
             "InvalidAttributeName", "InvalidAttributeValue", "InvalidBatchEntryId", "InvalidDeclaration",
             "InvalidMessageContents", "InvalidParameter", "InvalidQueueName", "Job", "LeaseLost", "Message",
@@ -137,7 +138,8 @@ def test_public_surface_is_pinned() -> None:
             "ReceiptError",
             "ReceiptExpired",
             "ReceiptHandleIsInvalid",
-            "RedisHealth", "RedrivePolicy", "SendEntry", "SendResult", "Settings", "SmqError", "StaleReceipt",
+            "RedisHealth", "RedrivePolicy", "Sample", "SendEntry", "SendResult", "Settings", "SmqError",
+            "StaleReceipt",
             "TooManyEntriesInBatchRequest", "Unavailable", "UnsafeRedisConfig", "UnsupportedLayout",
             "VisibilityCeilingExceeded",
             "Worker",

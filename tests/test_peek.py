@@ -262,7 +262,13 @@ def test_bad_arguments_raise_invalid_parameter(
 
 @pytest.mark.parametrize(
     "args",
-    [("gone", 10, 0), ("visible", 0, 0), ("visible", 101, 0), ("delayed", 10, -1), ("in_flight", 10, 100_000_001)],
+    [
+        ("gone", 10, 0),
+        ("visible", 0, 0),
+        ("visible", 101, 0),
+        ("delayed", 10, -1),
+        ("in_flight", 10, 100_000_001),
+    ],
 )
 def test_the_script_refuses_bad_arguments_itself(client: smq.Client, args: tuple[Any, ...]) -> None:
     queue = client.create_queue("jobs")

@@ -239,6 +239,15 @@ def _is_loopback(host: str) -> bool:
     "auto: stderr unless stderr is a terminal, where it is off and serve says so.",
 )
 @click.option("--no-access-log", is_flag=True, help="Same as --access-log off.")
+@click.option(
+    "--consumer-beat-interval",
+    envvar="SMQ_CONSUMER_BEAT_INTERVAL",
+    default=15.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds between the notes of the SQS clients that received through this server among "
+    "their queues' consumers (the console's who consumes a queue).",
+)
 def serve(
     redis_url: str | None,
     cluster: bool,
@@ -264,6 +273,7 @@ def serve(
     metrics_host: str,
     access_log: str,
     no_access_log: bool,
+    consumer_beat_interval: float,
     queues_file: str | None,
     data_dir: Path,
 ) -> None:
@@ -303,6 +313,7 @@ def serve(
             metrics_token=metrics_token,
             metrics_host=metrics_host,
             metrics_port=metrics_port,
+            consumer_beat_interval=consumer_beat_interval,
         )
         if tls_cert is not None and tls_key is not None:
             server_context(tls_cert, tls_key)  # a bad file: one line now, not at the first connection

@@ -33,6 +33,7 @@ from ._access_log import AccessLog, file_handler
 from ._actions import ACTIONS
 from ._authorize import Policies, after, authorize
 from ._console import Console
+from ._consumers import SqsConsumers
 from ._context import Context, ServerConfig, path_region
 from ._errors import SqsError, from_core, public_text
 from ._guard import ConnectionGuard, raise_file_limit
@@ -65,6 +66,8 @@ class Service:
         self._move_kick = asyncio.Event()
         # Done when the pass of the move task runner that began after a kick ends.
         self._move_pass: asyncio.Future[None] | None = None
+        self.consumers = SqsConsumers(client)
+        self._consumer_beats: asyncio.Task[None] | None = None
         self.metrics = ApiMetrics(lambda: self.in_flight)
         self.policies = Policies(client)
         self.scripts = LoopScripts(client, self.call)
@@ -81,6 +84,7 @@ class Service:
         self.polls = LongPolls(self.client, self.call, self.drive)
         self._move_tasks = asyncio.create_task(self._run_move_tasks())
         self._history = asyncio.create_task(self._keep_history())
+        self._consumer_beats = asyncio.create_task(self._beat_consumers())
 
     async def stop(self) -> None:
         self.closing = True
@@ -89,7 +93,7 @@ class Service:
 
     async def close(self) -> None:
         self.access_log.flush()
-        for task in (self._move_tasks, self._history):
+        for task in (self._move_tasks, self._history, self._consumer_beats):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -148,6 +152,23 @@ class Service:
                 if this_pass is not None and not this_pass.done():
                     this_pass.set_result(None)
 
+    async def _beat_consumers(self) -> None:
+        """Note the SQS clients that received since the last time among their queues' consumers."""
+        outage = Outage(log, "noting the SQS clients among their queues' consumers")
+        while not self.closing:
+            await asyncio.sleep(self.config.consumer_beat_interval)
+            counts = self.consumers.take()
+            if not counts:
+                continue
+            try:
+                await self.call(self.consumers.flush, counts)
+            except SmqError as error:
+                outage.failed(error)
+            except Exception:
+                log.exception("noting the SQS clients among their queues' consumers failed")
+            else:
+                outage.succeeded()
+
     # -- requests ---------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -200,6 +221,7 @@ class Service:
                 trace_header=request.headers.get("X-Amzn-Trace-Id") or None,
                 region=scope_region(request.headers, request.rel_url.raw_query_string)
                 or (path_region(request.path) if protocol == "query" else ""),
+                origin=request,
             )
             await authorize(context, self.policies, action, params)
             try:
@@ -269,8 +291,10 @@ class Service:
         path: str = "/",
         trace_header: str | None = None,
         region: str = "",
+        origin: web.Request | None = None,
     ) -> Context:
-        """The context of one request acting as ``sender`` (an access key id, '' without keys)."""
+        """The context of one request acting as ``sender`` (an access key id, '' without keys);
+        ``origin``: the API request itself (its client is noted if it receives)."""
         return Context(
             client=self.client,
             config=self.config,
@@ -286,6 +310,8 @@ class Service:
             secure=request.scheme == "https",
             resolved=self._resolved,
             handles=self._handles,
+            origin=origin,
+            consumers=self.consumers,
         )
 
     async def _read_body(self, request: web.Request) -> bytes:

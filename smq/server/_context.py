@@ -6,7 +6,7 @@ import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .._client import Client
@@ -15,7 +15,11 @@ from .._loop_polls import LongPolls
 from .._names import ACCOUNT, REGION, check_sqs_name, namespace, qualify, split_name
 from .._queue import Queue
 from .._steps import Steps
+from ._consumers import SqsConsumers
 from ._errors import NO_QUEUE, SqsError
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 # Queue URLs resolved and queue handles a server keeps, at most (then it starts afresh).
 _MAX_KEPT = 10_000
@@ -48,6 +52,9 @@ class ServerConfig:
         shutdown_timeout: Seconds a graceful stop waits for requests in flight.
         access_log: Log one JSON line per request.
         move_task_interval: Seconds between looks for message move tasks to run.
+        consumer_beat_interval: Seconds between the heartbeats that note the
+            SQS clients that received through the server among their queues'
+            consumers (``Queue.consumers``).
         header_timeout: Seconds a client has to send a request's line and
             headers: from the connection's start for its first request, from
             the first byte of each later one. Slower connections are closed
@@ -89,6 +96,7 @@ class ServerConfig:
     shutdown_timeout: float = 30.0
     access_log: bool = True
     move_task_interval: float = 1.0
+    consumer_beat_interval: float = 15.0
     header_timeout: float = 20.0
     body_timeout: float = 60.0
     idle_timeout: float = 75.0
@@ -110,7 +118,7 @@ class ServerConfig:
             raise ValueError(f"region {self.region!r} is invalid")
         if self.threads < 1:
             raise ValueError("threads must be at least 1")
-        for name in ("header_timeout", "body_timeout", "idle_timeout"):
+        for name in ("header_timeout", "body_timeout", "idle_timeout", "consumer_beat_interval"):
             if not getattr(self, name) > 0:  # also refuses NaN
                 raise ValueError(f"{name.replace('_', ' ')} must be more than 0 seconds")
         if self.max_connections < 1:
@@ -156,6 +164,15 @@ class Context:
     # and the queue handles by core name; both depend on nothing else (the settings are fixed).
     resolved: dict[tuple[str, str, str], str] = field(default_factory=dict)
     handles: dict[str, Queue] = field(default_factory=dict)
+    # An API request's own (None for the console's actions): ReceiveMessage notes its client here.
+    origin: web.Request | None = None
+    consumers: SqsConsumers | None = None
+
+    def note_receive(self, queue: str) -> None:
+        """Count a receive of ``queue`` by the client of the request (a dict update)."""
+        if self.origin is not None and self.consumers is not None:
+            origin = self.origin
+            self.consumers.note(queue, self.sender, origin.headers.get("User-Agent", ""), origin.remote or "")
 
     def __post_init__(self) -> None:
         if not self.region:

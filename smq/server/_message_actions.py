@@ -349,6 +349,7 @@ async def receive_message(ctx: Context, params: Result) -> Result:
     system = _wanted_attribute_names(params)
     wanted = _attribute_filter(params)
     visibility_ms = -1 if visibility is None else visibility * 1000
+    ctx.note_receive(queue.name)  # a consumer even when the queue is empty
     messages = await ctx.polls.receive(
         queue, max_messages, visibility_ms, wait, attempt_id if queue.fifo else ""
     )

@@ -8,6 +8,10 @@ releases failed or abandoned ones with a visibility change. Doing this on
 one thread keeps handler threads free of Redis calls and turns many small
 calls into few batched ones.
 
+The keeper thread also runs the worker's registration heartbeat (``set_beat``):
+every so often it notes the worker among the queue's consumers. A failed beat
+is logged and tried again at the next one; it never stops the thread.
+
 Times here are the worker's monotonic clock. Redis decides expiries by its
 own clock; the worker only needs to extend early enough, so it counts each
 timeout from just before the call that set it, which is never later than
@@ -27,6 +31,7 @@ from collections.abc import Callable, Sequence
 from .._batch import MAX_BATCH
 from .._errors import QueueDoesNotExist, SmqError
 from .._message import BatchResult, ChangeEntry, DeleteEntry, Message
+from .._outage import Outage
 from .._queue import Queue
 from ._job import Job
 from ._metrics import WorkerMetrics
@@ -104,6 +109,10 @@ class LeaseKeeper:
         self._accepting = True  # False once a stop released the waiting messages
         self._abandoned = False  # close() gave up waiting: the thread ends at once
         self._receiver_waiting = False  # the receiver will send the deletes with its receive
+        self._beat: Callable[[], None] | None = None  # the registration heartbeat (see set_beat)
+        self._beat_every = 0.0
+        self._beat_at = 0.0  # when the next beat is due (0: at once)
+        self._beat_outage = Outage(log, f"the registration heartbeat of the worker on queue {queue.name!r}")
         self.failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="smq-leases", daemon=True)
 
@@ -116,6 +125,11 @@ class LeaseKeeper:
 
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    def set_beat(self, beat: Callable[[], None], every: float) -> None:
+        """Call ``beat`` on the keeper thread when it starts, then every ``every`` seconds, until
+        it closes. Call before ``start``. Whatever ``beat`` raises is logged, never raised."""
+        self._beat, self._beat_every, self._beat_at = beat, every, 0.0
 
     # -- called by the receiver and the handlers ---------------------------------
 
@@ -403,7 +417,9 @@ class LeaseKeeper:
                 work = self._next_work()
                 if work is None:
                     return
-            deletes, changes, extensions = work
+            deletes, changes, extensions, beat = work
+            if beat:
+                self._run_beat()
             if deletes:
                 self._delete(deletes)
             if changes:
@@ -411,7 +427,18 @@ class LeaseKeeper:
             if extensions:
                 self._extend(extensions)
 
-    def _next_work(self) -> tuple[list[Lease], list[tuple[Lease, int]], list[Lease]] | None:
+    def _run_beat(self) -> None:
+        """The registration heartbeat, due now; it is cheap and never stops the thread."""
+        assert self._beat is not None
+        self._beat_at = time.monotonic() + self._beat_every
+        try:
+            self._beat()
+        except Exception as error:
+            self._beat_outage.failed(error)
+        else:
+            self._beat_outage.succeeded()
+
+    def _next_work(self) -> tuple[list[Lease], list[tuple[Lease, int]], list[Lease], bool] | None:
         """Wait (holding the lock) until something is due; None when closed and done."""
         while True:
             now = time.monotonic()
@@ -428,9 +455,12 @@ class LeaseKeeper:
             for lease in self._leases.values():
                 if lease.heartbeating():
                     extend_due = min(extend_due, lease.extend_at())
-            if actions_due or extend_due <= now:
+            beat_due = self._beat is not None and not self._closing and now >= self._beat_at
+            if actions_due or extend_due <= now or beat_due:
                 break
             wake = extend_due
+            if self._beat is not None and not self._closing:
+                wake = min(wake, self._beat_at)
             if pending:
                 wake = min(wake, actions_at)
             wait = min(wake - now, 1.0)
@@ -451,7 +481,7 @@ class LeaseKeeper:
             for lease in self._leases.values()
             if lease.heartbeating() and lease.extend_at() <= now + lease.timeout / 4
         ]
-        return deletes, changes, extensions
+        return deletes, changes, extensions, beat_due
 
     def _delete(self, leases: list[Lease]) -> None:
         for start in range(0, len(leases), MAX_BATCH):

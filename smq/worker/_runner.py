@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,9 +18,11 @@ from typing import Any
 
 from .._batch import MAX_BATCH
 from .._client import Client
+from .._consumers import BEAT_SECONDS
 from .._errors import InvalidParameter, QueueDoesNotExist, SmqError
 from .._message import DeleteEntry, Message
 from .._queue import Queue, _Rider
+from .._version import __version__
 from ..aio import AsyncClient, AsyncQueue
 from ._config import WorkerConfig
 from ._leases import CEILING_SECONDS, Lease, LeaseKeeper
@@ -89,6 +94,7 @@ class Worker:
         self.metrics = WorkerMetrics(self.queue.name, self._held, self._busy)
 
     _ceiling: float = CEILING_SECONDS  # tests shorten it; Redis enforces the real one
+    _beat_every: float = BEAT_SECONDS  # seconds between registration heartbeats; tests shorten it
 
     def __repr__(self) -> str:
         return f"<smq.Worker of {self.queue.name!r}>"
@@ -176,6 +182,11 @@ class Worker:
             )
         self.visibility_timeout = timeout
         keeper = self._keeper = LeaseKeeper(self.queue, self.metrics, self._ceiling)
+        # Registration: the keeper thread notes this worker among the queue's consumers.
+        consumer_id = _consumer_id()
+        keeper.set_beat(
+            partial(self._beat, keeper, consumer_id, _registration(config, handler)), self._beat_every
+        )
         outcome = _Outcome(keeper, self.metrics, config)
         slots: ThreadSlots | AsyncSlots
         if is_async(handler):
@@ -210,6 +221,18 @@ class Worker:
             if keeper.failure is not None and self._fatal is None:
                 self._fatal = keeper.failure
             self._shut_down(keeper, slots, server)
+            self._forget(consumer_id)
+
+    def _beat(self, keeper: LeaseKeeper, consumer_id: str, info: dict[str, Any]) -> None:
+        """Note this worker among the queue's consumers, with the messages it holds now."""
+        self.queue._beat(consumer_id, "worker", {**info, "held": keeper.held()})
+
+    def _forget(self, consumer_id: str) -> None:
+        """Drop this worker from the queue's consumers (a graceful stop); a failure is only logged."""
+        try:
+            self.queue._beat(consumer_id, "worker", {}, forget=True)
+        except SmqError as error:
+            log.debug("the worker on queue %r was not unregistered: %s", self.queue.name, error)
 
     def _start_receiver(self, keeper: LeaseKeeper, slots: ThreadSlots | AsyncSlots, timeout: int) -> None:
         """Start the receiving thread: at start, and when the receiving one runs a slow handler."""
@@ -409,6 +432,23 @@ class Worker:
             server.server_close()
             self.metrics_url = None
         log.info("worker on queue %r stopped", self.queue.name)
+
+
+def _consumer_id() -> str:
+    """A worker run's id among a queue's consumers: ``<host>:<pid>:<random>``."""
+    return f"{socket.gethostname()[:160]}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def _registration(config: WorkerConfig, handler: Handler) -> dict[str, Any]:
+    """What a worker says of itself in its heartbeats (``held`` is added at each)."""
+    return {
+        "host": socket.gethostname()[:160],
+        "pid": os.getpid(),
+        "concurrency": config.concurrency,
+        "mode": "async" if is_async(handler) else "threads",
+        "started": round(time.time(), 3),
+        "version": __version__,
+    }
 
 
 @contextlib.contextmanager
