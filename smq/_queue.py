@@ -697,7 +697,9 @@ class Queue:
         False and changes nothing: list again. The message is gone at once, counted as deleted
         (and recorded in the queue's events, if it keeps them), as a delete by receipt is;
         a message in flight needs its receipt. Standard queues only: raises InvalidParameter on
-        a FIFO or a sharded queue, QueueDoesNotExist when the queue does not exist.
+        a FIFO or a sharded queue, QueueDoesNotExist when the queue does not exist. On a fair
+        queue, a noisy tenant's messages set aside (listed by ``peek`` after the others) are not
+        found: only the list of visible messages is looked at.
         """
         return take_one.discard(self, message_id, near)
 

@@ -12,6 +12,8 @@ import smq
 from conftest import Clock, raw, sync_of
 from smq import _moves
 from smq._ids import message_id, new_ids, stored_ids
+from smq._scripts import lua_dir
+from smq._take_one import MAX_NEAR, NEAR_WINDOW
 
 
 @pytest.fixture(params=[1, 2])
@@ -323,3 +325,10 @@ def test_stored_ids_reverse_the_ids_users_see() -> None:
     assert stored_ids("m1") == ["m1"]  # an id given to the scripts by hand
     assert stored_ids("A" * 20) == []  # a stored id of this version: users see its UUID form
     assert stored_ids("a|b") == [] and stored_ids("") == []
+
+
+def test_the_script_and_the_client_agree_on_the_window() -> None:
+    body = (lua_dir() / "take_one.lua").read_text()
+    assert f"local WINDOW = {NEAR_WINDOW} " in body
+    assert f"local near = int_arg(ARGV[3], 0, {MAX_NEAR})" in body
+    assert f"ARGV[3] near (0-{MAX_NEAR})" in body
