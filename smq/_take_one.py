@@ -12,7 +12,7 @@ are those of every move (``smq._moves``).
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._config import check_int
 from ._errors import InvalidParameter, QueueDoesNotExist
@@ -58,7 +58,7 @@ def move_message(queue: Queue, message_id: str, destination: str | None, near: i
     reply = _take(queue, "move", near, ids, token=secrets.token_urlsafe(12), destination=destination or "")
     if not reply[1]:
         return False
-    to = text(reply[3]).split("|", 2)[1]
+    to = bytes(reply[3]).split(b"|", 2)[1].decode()  # "<token>|<dest>|...": the record may be any bytes
     # Steps 2 and 3. Should the destination be gone since it was checked, the message comes back
     # here (under its id, at the back); should this process stop, recovery finishes the move.
     if finish_moves(client, queue.name, reply[2:4], park=False) == 0:
@@ -83,11 +83,9 @@ def _checked(queue: Queue, message_id: str, near: int) -> list[str]:
     return ids
 
 
-def _take(
-    queue: Queue, mode: str, near: int, ids: list[str], *, token: str, destination: str
-) -> list[object]:
+def _take(queue: Queue, mode: str, near: int, ids: list[str], *, token: str, destination: str) -> list[Any]:
     client = queue._client
     other = ids[1] if len(ids) > 1 else ""
     args = [client._now_arg(), mode, near, ids[0], other, token, destination, queue.name]
-    reply: list[object] = client.run("take_one", queue.keys, args, queue=queue.name)
+    reply: list[Any] = client.run("take_one", queue.keys, args, queue=queue.name)
     return reply
