@@ -20,7 +20,7 @@ local h, l, z, s = stats, visible, inflight, events
 local tries = {
   {'HSET', h, 'f', '1'}, {'HGET', h, 'f'}, {'HMGET', h, 'f'}, {'HGETALL', h}, {'HEXISTS', h, 'f'},
   {'HINCRBY', h, 'f', 1}, {'HLEN', h}, {'HDEL', h, 'f'},
-  {'RPUSH', l, 'x'}, {'LPUSH', l, 'x'}, {'LLEN', l}, {'LRANGE', l, 0, 0}, {'LPOP', l, 2},
+  {'RPUSH', l, 'x'}, {'LPUSH', l, 'x'}, {'LLEN', l}, {'LRANGE', l, 0, 0}, {'LSET', l, 0, 'x'}, {'LPOP', l, 2},
   {'ZADD', z, 1, 'x'}, {'ZSCORE', z, 'x'}, {'ZMSCORE', z, 'x'}, {'ZCARD', z}, {'ZCOUNT', z, '-inf', '+inf'},
   {'ZRANGE', z, 0, 0}, {'ZRANGEBYSCORE', z, '-inf', '+inf'}, {'ZRANGEBYLEX', z, '-', '+'}, {'ZREM', z, 'x'},
   {'XADD', s, 'MAXLEN', 1, '*', 'k', 'v'}, {'EXISTS', s}, {'TIME'}, {'PUBLISH', ARGV[2], '0'},

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 SCRIPT_COMMANDS = (
     "del", "exists", "get", "hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hset",
-    "set", "llen", "lpop", "lpush", "lrange", "publish", "rpush", "time", "unlink", "xadd", "zadd", "zcard",
-    "zcount", "zmscore", "zrange", "zrangebylex", "zrangebyscore", "zrem", "zscore",
+    "set", "llen", "lpop", "lpush", "lrange", "lset", "publish", "rpush", "time", "unlink", "xadd", "zadd",
+    "zcard", "zcount", "zmscore", "zrange", "zrangebylex", "zrangebyscore", "zrem", "zscore",
 )  # fmt: skip
 """The commands the Lua scripts call (a test checks this against lua/)."""
 

@@ -93,3 +93,23 @@ def derived_id(*parts: bytes) -> str:
     message gets a new id this way, so a repeated step of its move stores it once."""
     digest = hashlib.sha256(b"\0".join(parts)).digest()[:_RANDOM_BYTES]
     return base64.urlsafe_b64encode(digest).replace(b"_", b"-").decode()
+
+
+_SHOWN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-8[0-9a-f]{3}-[0-9a-f]{12}")
+_ANY_STORED = re.compile(r"[A-Za-z0-9-]{1,64}")  # what a receipt handle takes as a stored id
+
+
+def stored_ids(shown: str) -> list[str]:
+    """The stored ids a message shown as ``shown`` may have (``message_id``'s reverse): the
+    stored id whose UUID form it is, and itself when a stored id shows as itself (one of an
+    earlier version). Empty when no stored id shows so."""
+    found = []
+    if _SHOWN.fullmatch(shown):
+        h = shown.replace("-", "")
+        raw = bytes.fromhex(h[:12] + h[13:16] + h[17:])
+        candidate = binascii.b2a_base64(raw, newline=False).replace(b"+", b"-").decode()
+        if message_id(candidate) == shown:  # not so when its bits hold a '/' sextet: no stored id has one
+            found.append(candidate)
+    if _ANY_STORED.fullmatch(shown) and not _STORED.fullmatch(shown.encode()):
+        found.append(shown)
+    return found

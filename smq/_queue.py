@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _shards as sharded
+from . import _take_one as take_one
 from ._batch import MAX_BATCH, check_entries, failure
 from ._config import (
     EXTRA_PREFIX,
@@ -690,6 +691,39 @@ class Queue:
         if shards:
             return sharded.peek(self, shards, state, limit, offset)
         return peek(self._client, self.keys, state, limit, offset)
+
+    def discard(self, message_id: str, *, near: int = 0) -> bool:
+        """Delete one visible message by its id, found near index ``near`` of the visible messages.
+
+        For a tool that lists messages with ``peek`` and acts on one: ``near`` is the index the
+        message was seen at (the peek's ``offset`` plus its place on the page, 0-100,000,099). The
+        message is looked for within 100 entries either side of it (receives since then move it
+        toward 0); not there, or no longer visible (received, deleted, moved), the call returns
+        False and changes nothing: list again. The message is gone at once, counted as deleted
+        (and recorded in the queue's events, if it keeps them), as a delete by receipt is;
+        a message in flight needs its receipt. Standard queues only: raises InvalidParameter on
+        a FIFO or a sharded queue, QueueDoesNotExist when the queue does not exist. On a fair
+        queue, a noisy tenant's messages set aside (listed by ``peek`` after the others) are not
+        found: only the list of visible messages is looked at.
+        """
+        return take_one.discard(self, message_id, near)
+
+    def move_message(self, message_id: str, destination: str | None = None, *, near: int = 0) -> bool:
+        """Move one visible message by its id to queue ``destination``, or back where it came from.
+
+        A redrive of one message: found as ``discard`` finds it (``near``; False when it is not
+        there), it goes to ``destination``, or with None to the queue it was dead-lettered or
+        redriven from, and arrives as a new message (new id and sent time, receive count 0),
+        as ``Client.redrive`` moves messages. Raises InvalidParameter when the message came from
+        no other queue and no destination is named, and QueueDoesNotExist, before anything is
+        taken out, when the destination does not exist (should it be deleted during the call,
+        the message comes back to this queue, at the back, and the call raises
+        QueueDoesNotExist). The move takes the two steps of every move between queues: should
+        the call fail between them, the message waits in this queue's outbox (``moving``) and
+        ``Client.recover`` (or a later receive or redrive here) finishes the move, once. Standard
+        queues only, not sharded, as ``discard``.
+        """
+        return take_one.move_message(self, message_id, destination, near)
 
     def events(self, *, after: str = "-", limit: int = 1000) -> list[Event]:
         """Up to ``limit`` (1-10,000) lifecycle events of the queue, oldest first.

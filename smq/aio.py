@@ -427,6 +427,14 @@ class AsyncQueue:
         """Look at messages in one state without receiving them (``Queue.peek``)."""
         return await self._client._in_thread(self._queue.peek, state, limit=limit, offset=offset)
 
+    async def discard(self, message_id: str, *, near: int = 0) -> bool:
+        """Delete one visible message by its id, found near index ``near`` (``Queue.discard``)."""
+        return await self._client._in_thread(self._queue.discard, message_id, near=near)
+
+    async def move_message(self, message_id: str, destination: str | None = None, *, near: int = 0) -> bool:
+        """Move one visible message by its id to a queue, or back (``Queue.move_message``)."""
+        return await self._client._in_thread(self._queue.move_message, message_id, destination, near=near)
+
     async def events(self, *, after: str = "-", limit: int = 1000) -> list[Event]:
         """Lifecycle events of the queue, oldest first (``Queue.events``)."""
         return await self._client._in_thread(self._queue.events, after=after, limit=limit)
