@@ -57,6 +57,14 @@ def console(keyed_server: tuple[Server, smq.Client]) -> tuple[Browser, smq.Clien
     return Browser(server.url), client
 
 
+def row_cells(page: str, queue: str) -> list[str]:
+    """The text of each cell of the queue table's row of ``queue``."""
+    row = re.search(rf'<tr data-queue="{re.escape(queue)}"[^>]*>(.*?)</tr>', page, re.S)
+    assert row is not None, f"no row of {queue}"
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
+    return [" ".join(re.sub(r"<[^>]+>", " ", cell).split()) for cell in cells]
+
+
 def sign_in(browser: Browser, key_id: str = KEY_ID, secret: str = SECRET) -> Any:
     return browser.request("POST", "/console/sign-in", {"key_id": key_id, "secret": secret})
 
@@ -97,11 +105,9 @@ def test_sign_in_sets_a_strict_http_only_cookie_and_shows_the_queues(
     page = browser.request("GET", "/console")
     assert page.status == 200
     assert f"signed in as {KEY_ID}" in page.text
-    cells = r"<td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>"
-    row = re.search(
-        r'<tr data-queue="orders"><td><a href="/console/queues/orders">orders</a></td>' + cells, page.text
-    )
-    assert row is not None and row.groups() == ("2", "1", "0")
+    assert '<a href="/console/queues/orders">orders</a>' in page.text
+    assert row_cells(page.text, "orders")[1:4] == ["Standard", "2", "1"]
+    assert row_cells(page.text, "billing.fifo")[1] == "FIFO"
     assert 'data-queue="billing.fifo"' in page.text
     filtered = browser.request("GET", "/console?prefix=bil")
     assert 'data-queue="billing.fifo"' in filtered.text and 'data-queue="orders"' not in filtered.text
@@ -203,7 +209,7 @@ def test_without_keys_the_console_is_open_but_changes_still_need_the_token(
 
 def form_of(page: str, action: str) -> dict[str, str]:
     """The hidden fields of the form posting to ``action`` (its CSRF token, a receipt)."""
-    match = re.search(rf'<form method=post action="{re.escape(action)}"[^>]*>(.*?)</form>', page, re.S)
+    match = re.search(rf'<form[^>]* method=post action="{re.escape(action)}"[^>]*>(.*?)</form>', page, re.S)
     assert match, f"no form to {action}"
     return dict(re.findall(r'<input type=hidden name=(\w+) value="([^"]*)"', match.group(1)))
 
@@ -359,13 +365,10 @@ def test_the_table_shows_dead_letter_depth_fifo_groups_and_counters(
     fifo.receive(1)
     sign_in(browser)
     page = browser.request("GET", "/console").text
-    orders = re.search(r'<tr data-queue="orders">(.*?)</tr>', page, re.S)
-    assert orders is not None
-    cells = re.findall(r"<td>([^<]*)</td>", orders.group(1))
-    assert cells[:6] == ["0", "0", "0", "", "3", ""]  # visible, in flight, delayed, age, dead letters, groups
-    tasks = re.search(r'<tr data-queue="tasks.fifo">(.*?)</tr>', page, re.S)
-    assert tasks is not None
-    assert re.findall(r"<td>([^<]*)</td>", tasks.group(1))[5] == "1"  # one group in flight
+    # name, type, visible, in flight, delayed, age, dead letters, groups in flight
+    assert row_cells(page, "orders")[:8] == ["orders", "Standard", "0", "0", "0", "", "3", ""]
+    assert row_cells(page, "orders-dlq")[1] == "Standard DLQ"  # marked as a dead-letter queue
+    assert row_cells(page, "tasks.fifo")[7] == "1"  # one group in flight
     listed = json.loads(browser.request("GET", "/console/api/queues").text)
     by_name = {row["name"]: row for row in listed["queues"]}
     assert by_name["orders"]["counters"] == {"sent": 3, "received": 3, "deleted": 0}

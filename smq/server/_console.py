@@ -18,10 +18,13 @@ from aiohttp import web
 
 from .._config import RedrivePolicy
 from .._errors import SmqError
+from .._history import HISTORY_KEPT, HISTORY_STEP
+from .._history import read as read_history
 from ._actions import ACTIONS
 from ._authorize import after, authorize
-from ._console_pages import SCRIPT, STYLE, QueueRow, queues_page, sign_in_page
-from ._console_queue import QueuePages
+from ._console_create import CreatePages
+from ._console_pages import SCRIPT, STYLE, QueueRow, RowDetails, queues_page, sign_in_page
+from ._console_queue import QueuePages, live_consumers
 from ._console_refusal import MISSING, refusal
 from ._console_sessions import COOKIE, SESSION_SECONDS, Session, Sessions
 from ._context import Context
@@ -30,7 +33,9 @@ from ._errors import SqsError, from_core
 if TYPE_CHECKING:
     from ._app import Service
 
-TABLE_ROWS = 100  # queues in one table; a prefix narrows it
+TABLE_ROWS = 100  # queues in one page of the table
+MINUTE = 60 // HISTORY_STEP  # samples a minute: the table's trend keeps one of each
+NAMES_OFFERED = 1000  # queue names a form offers to choose from
 _HEADERS = {
     "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
@@ -59,6 +64,7 @@ class Console:
         router.add_post("/console/sign-in", self.sign_in)
         router.add_post("/console/sign-out", self.sign_out)
         QueuePages(self).add_routes(router)
+        CreatePages(self).add_routes(router)
 
     async def style(self, request: web.Request) -> web.Response:
         return web.Response(text=STYLE, content_type="text/css", headers={"Cache-Control": "max-age=300"})
@@ -90,18 +96,47 @@ class Console:
     async def queues(self, request: web.Request) -> web.Response:
         session, cookie = self.session_of(request)
         prefix = request.query.get("prefix", "").strip()
-        rows, more = await self._rows(self.context(request, session), prefix)
+        after = request.query.get("after", "").strip()
+        context = self.context(request, session)
+        rows, next_page = await self._rows(context, prefix, after)
+        details = await self._details(context, rows)
         who = f"signed in as {session.key_id}" if session.key_id else "no access keys: open to all"
         page = queues_page(
-            rows, prefix, who, self.sessions.csrf_token(session), more=more, signs_out=self.sessions.signs_in
+            rows,
+            details,
+            prefix,
+            who,
+            self.sessions.csrf_token(session),
+            after=after,
+            next_page=next_page,
+            signs_out=self.sessions.signs_in,
+            notice=request.query.get("done", ""),
         )
         return self.page(request, page, cookie)
 
     async def queues_json(self, request: web.Request) -> web.Response:
-        """The queue table's lines as JSON, for the page to update itself."""
+        """The queue table's lines as JSON, for the page to update itself; with ``details=1``
+        also what it reads every 10 s only (dead-letter mark, consumers, trend, rates)."""
         prefix = request.query.get("prefix", "").strip()
-        rows, more = await self._rows(self.context(request, self.api_session(request)), prefix)
-        return web.json_response({"queues": [dataclasses.asdict(row) for row in rows], "more": more})
+        after = request.query.get("after", "").strip()
+        context = self.context(request, self.api_session(request))
+        rows, next_page = await self._rows(context, prefix, after)
+        lines = [dataclasses.asdict(row) for row in rows]
+        if request.query.get("details") == "1":
+            details = await self._details(context, rows)
+            for line in lines:
+                if line["name"] in details:
+                    line.update(dataclasses.asdict(details[line["name"]]))
+        return web.json_response({"queues": lines, "next": next_page})
+
+    async def queue_names(self, context: Context) -> list[str]:
+        """Names of the key's queues a form offers (the first ``NAMES_OFFERED``); none if it may
+        not list them."""
+        try:
+            listed = await self.act(context, "ListQueues", {"MaxResults": NAMES_OFFERED})
+        except SqsError:
+            return []
+        return [url.rsplit("/", 1)[-1] for url in listed.get("QueueUrls", [])]
 
     async def script(self, request: web.Request) -> web.Response:
         return web.Response(
@@ -137,16 +172,50 @@ class Console:
         """The context of an API action taken as the session's access key."""
         return self.service.context(request, session.key_id)
 
-    async def _rows(self, context: Context, prefix: str) -> tuple[list[QueueRow], bool]:
-        """The table's lines for ``prefix`` (at most TABLE_ROWS), and whether more queues match."""
-        params: dict[str, Any] = {"QueueNamePrefix": prefix, "MaxResults": TABLE_ROWS + 1}
+    async def _rows(self, context: Context, prefix: str, after: str) -> tuple[list[QueueRow], str | None]:
+        """A page of the table's lines for ``prefix`` (at most TABLE_ROWS, after the page token
+        ``after``), and the next page's token if more queues match."""
+        params: dict[str, Any] = {"QueueNamePrefix": prefix, "MaxResults": TABLE_ROWS}
+        if after:
+            params["NextToken"] = after
         try:
             listed = await self.act(context, "ListQueues", params)
             urls = listed.get("QueueUrls", [])
-            rows = await asyncio.gather(*(self._row(context, url) for url in urls[:TABLE_ROWS]))
+            rows = await asyncio.gather(*(self._row(context, url) for url in urls))
         except SqsError as error:
             raise refusal(error) from None
-        return [row for row in rows if row is not None], len(urls) > TABLE_ROWS
+        return [row for row in rows if row is not None], listed.get("NextToken")
+
+    async def _details(self, context: Context, rows: list[QueueRow]) -> dict[str, RowDetails]:
+        """What the table shows of each row beyond its counts, read together."""
+        found = await asyncio.gather(*(self._row_details(context, row) for row in rows))
+        return {row.name: details for row, details in zip(rows, found, strict=True) if details is not None}
+
+    async def _row_details(self, context: Context, row: QueueRow) -> RowDetails | None:
+        """A row's dead-letter mark, consumers, trend and rates; None if it went away meanwhile."""
+        params = {"QueueUrl": row.name}  # a bare name: the key's own account
+        queue = context.queue(params)
+        try:
+            sources, consumers, (_, samples) = await asyncio.gather(
+                self.act(context, "ListDeadLetterSourceQueues", {**params, "MaxResults": 1}),
+                context.call(queue.consumers),
+                context.call(read_history, context.client, queue.keys, HISTORY_KEPT),
+            )
+        except (SqsError, SmqError):
+            return None
+        rates = None
+        if len(samples) >= 2 and samples[-1].at - samples[-2].at > 0:
+            apart = samples[-1].at - samples[-2].at
+            rates = {
+                key: max(0, getattr(samples[-1], key) - getattr(samples[-2], key)) / apart
+                for key in ("sent", "received", "deleted")
+            }
+        return RowDetails(
+            dead_letter=bool(sources.get("queueUrls")),
+            consumers=sum(1 for consumer in consumers if live_consumers(consumer)),
+            trend=[sample.visible + sample.in_flight for sample in samples[-1::-MINUTE]][::-1],
+            rates=rates,
+        )
 
     async def act(self, context: Context, action: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run an API action as the session's access key, with the API's authorization."""
@@ -215,6 +284,7 @@ class Console:
         age = None if info.oldest_age is None else int(info.oldest_age)
         return QueueRow(
             name=url.rsplit("/", 1)[-1],
+            fifo=info.config.fifo_queue,
             visible=info.visible,
             in_flight=info.in_flight,
             delayed=info.delayed,

@@ -2,20 +2,30 @@
 
 Reads use GetQueueUrl, GetQueueAttributes, ListDeadLetterSourceQueues and
 ListMessageMoveTasks; messages are looked at with the core's peek (read-only, authorized as a
-ReceiveMessage); changes are SendMessage, SetQueueAttributes, PurgeQueue, DeleteMessage,
-ChangeMessageVisibility and StartMessageMoveTask, as the signed-in key, with the API's checks.
+ReceiveMessage), the history and consumers with the core's reads (authorized as a
+GetQueueAttributes). Changes are SendMessage, SetQueueAttributes, PurgeQueue, DeleteQueue,
+DeleteMessage, ChangeMessageVisibility and StartMessageMoveTask, as the signed-in key, with
+the API's checks; one dead-lettered message is deleted or moved by the core's ``discard`` and
+``move_message``, authorized as a DeleteMessage on its queue (and a SendMessage on where it goes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from aiohttp import web
 
+from .._consumers import Consumer
 from .._errors import SmqError
+from .._history import HISTORY_KEPT, HISTORY_STEP, Sample
+from .._history import read as read_history
+from .._peek import PeekedMessage
+from .._queue import Queue
 from ._authorize import authorize
-from ._console_queue_pages import EDITABLE, EDITABLE_FIFO, STATES, QueueView, purge_confirm_page, queue_page
+from ._console_messages import Looked, Query, look
+from ._console_queue_pages import EDITABLE, EDITABLE_FIFO, QueueView, confirm_page, queue_page
 from ._console_refusal import MISSING, refusal
 from ._console_sessions import Session
 from ._context import Context
@@ -25,7 +35,52 @@ from ._params import integer_text
 if TYPE_CHECKING:
     from ._console import Console
 
-PEEKED = 20  # messages the page shows of one state
+LIVE = 60.0  # seconds since its last heartbeat within which a consumer counts as receiving
+SHOWN_CONSUMERS = 50
+
+
+def live_consumers(consumer: Consumer) -> bool:
+    """Whether ``consumer`` beat recently enough to count as receiving now."""
+    return consumer.age <= LIVE
+
+
+def consumer_json(consumer: Consumer) -> dict[str, Any]:
+    """A consumer as the page shows it: kind, who, details, age and whether it is live."""
+    info = consumer.info
+    if consumer.kind == "worker":
+        kind = "smq worker"
+        who = f"{info.get('host', '?')} pid {info.get('pid', '?')}"
+        detail = (
+            f"{info.get('mode', '?')}, concurrency {info.get('concurrency', '?')}, "
+            f"holds {info.get('held', 0)}, smq {info.get('version', '?')}"
+        )
+    else:
+        kind = "SQS client"
+        who = f"{info.get('agent', '?')} from {info.get('address', '?')}"
+        detail = (
+            f"access key {info.get('access_key') or '(none)'}, {info.get('receives', 0)} receives, "
+            f"via {info.get('via', '?')}"
+        )
+    return {
+        "id": consumer.id,
+        "kind": kind,
+        "who": who,
+        "detail": detail,
+        "age": round(consumer.age, 1),
+        "live": live_consumers(consumer),
+    }
+
+
+def history_json(now: float, samples: list[Sample]) -> dict[str, Any]:
+    """A history as the page's charts read it: fields once, then one row per sample."""
+    fields = ("at", "visible", "in_flight", "delayed", "sent", "received", "deleted",
+              "visibility_expired", "dead_lettered")  # fmt: skip
+    return {
+        "now": now,
+        "step": HISTORY_STEP,
+        "fields": fields,
+        "samples": [[getattr(sample, name) for name in fields] for sample in samples],
+    }
 
 
 class QueuePages:
@@ -37,7 +92,8 @@ class QueuePages:
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_get("/console/queues/{name}", self.show)
         router.add_get("/console/api/queue/{name}", self.counts)
-        for action in ("send", "attributes", "purge", "message", "redrive"):
+        router.add_get("/console/api/queue/{name}/history", self.history)
+        for action in ("send", "attributes", "purge", "delete", "message", "one", "redrive"):
             router.add_post(f"/console/queues/{{name}}/{action}", getattr(self, action))
 
     # -- reading -------------------------------------------------------------------------------
@@ -45,11 +101,9 @@ class QueuePages:
     async def show(self, request: web.Request) -> web.Response:
         session, cookie = self.console.session_of(request)
         context = self.console.context(request, session)
-        state = request.query.get("state", "visible")
-        if state not in dict(STATES):
-            state = "visible"
+        query = Query.of(request.query)
         try:
-            view = await self._view(context, session, request.match_info["name"], state)
+            view = await self._view(context, session, request.match_info["name"], query)
         except SqsError as error:
             raise refusal(error) from None
         return self.console.page(request, queue_page(view, notice=request.query.get("done", "")), cookie)
@@ -60,8 +114,10 @@ class QueuePages:
         try:
             params = await self._queue_params(context, request.match_info["name"])
             await authorize(context, self.console.service.policies, "GetQueueAttributes", params)
-            info = await context.drive(context.queue(params)._attributes_steps())
+            queue = context.queue(params)
+            info = await context.drive(queue._attributes_steps())
             task = await self._newest_task(context, params)
+            consumers = await context.call(queue.consumers, SHOWN_CONSUMERS)
         except SqsError as error:
             raise refusal(error) from None
         except SmqError as error:
@@ -76,8 +132,23 @@ class QueuePages:
                 "groups_in_flight": info.groups_in_flight,
                 "noisy_groups": info.noisy_groups,
                 "task": task,
+                "consumers": [consumer_json(consumer) for consumer in consumers],
             },
         )
+
+    async def history(self, request: web.Request) -> web.Response:
+        """The queue's history (the last hour's samples), as JSON, for the page's charts."""
+        context = self.console.context(request, self.console.api_session(request))
+        try:
+            params = await self._queue_params(context, request.match_info["name"])
+            await authorize(context, self.console.service.policies, "GetQueueAttributes", params)
+            queue = context.queue(params)
+            now, samples = await context.call(read_history, context.client, queue.keys, HISTORY_KEPT)
+        except SqsError as error:
+            raise refusal(error) from None
+        except SmqError as error:
+            raise refusal(from_core(error)) from None
+        return web.json_response(history_json(now, samples))
 
     # -- changing ------------------------------------------------------------------------------
 
@@ -119,8 +190,20 @@ class QueuePages:
         params = await self._queue_params(context, name)
         if form.get("confirm", "") != name:
             session, _ = self.console.session_of(request)
-            return self.console.html(purge_confirm_page(name, self.console.sessions.csrf_token(session)))
+            return self.console.html(confirm_page(name, self.console.sessions.csrf_token(session), "purge"))
         return await self._do(request, context, name, "PurgeQueue", params, "purged")
+
+    async def delete(self, request: web.Request) -> web.Response:
+        name, context, form = await self._change(request)
+        params = await self._queue_params(context, name)
+        if form.get("confirm", "") != name:
+            session, _ = self.console.session_of(request)
+            return self.console.html(confirm_page(name, self.console.sessions.csrf_token(session), "delete"))
+        try:
+            await self.console.act(context, "DeleteQueue", params)
+        except SqsError as error:
+            raise refusal(error) from None
+        raise web.HTTPSeeOther("/console?done=deleted")
 
     async def message(self, request: web.Request) -> web.Response:
         name, context, form = await self._change(request)
@@ -134,10 +217,61 @@ class QueuePages:
         )
 
     async def redrive(self, request: web.Request) -> web.Response:
-        name, context, _ = await self._change(request)
+        name, context, form = await self._change(request)
         params = await self._queue_params(context, name)
-        arn = context.arn_of(context.queue_name(params))
-        return await self._do(request, context, name, "StartMessageMoveTask", {"SourceArn": arn}, "redrive")
+        task: dict[str, Any] = {"SourceArn": context.arn_of(context.queue_name(params))}
+        destination = form.get("destination", "").strip()
+        if destination:
+            try:
+                to = await self._queue_params(context, destination, missing_is_error=True)
+            except SqsError as error:
+                return await self._again(request, context, name, Query(), error.message)
+            task["DestinationArn"] = context.arn_of(context.queue_name(to))
+        return await self._do(request, context, name, "StartMessageMoveTask", task, "redrive")
+
+    async def one(self, request: web.Request) -> web.Response:
+        """Delete, redrive or move one visible message of a dead-letter queue, by its id."""
+        name, context, form = await self._change(request)
+        params = await self._queue_params(context, name)
+        back = form.get("back", "")
+        query = Query.of(_query_of(back)) if back.startswith(f"/console/queues/{quote(name)}?") else Query()
+        op = form.get("op", "")
+        near = form.get("near", "0")
+        destination = form.get("destination", "").strip()
+        queue = context.queue(params)
+        try:
+            position = int(near)
+            await authorize(context, self.console.service.policies, "DeleteMessage", params)
+            if op == "delete":
+                done = await context.call(queue.discard, form.get("id", ""), near=position)
+            elif op in ("redrive", "move"):
+                to_name = None
+                if op == "move":
+                    if not destination:
+                        raise SqsError("MissingParameter", "Name the queue to move the message to.")
+                    to = await self._queue_params(context, destination, missing_is_error=True)
+                    await authorize(context, self.console.service.policies, "SendMessage", to)
+                    to_name = context.queue_name(to)
+                done = await context.call(queue.move_message, form.get("id", ""), to_name, near=position)
+            else:
+                raise SqsError("InvalidParameterValue", "Delete, redrive or move: nothing else.")
+        except ValueError:
+            return await self._again(request, context, name, query, "The message's place is not a number.")
+        except SmqError as error:
+            return await self._again(request, context, name, query, from_core(error).message)
+        except SqsError as error:
+            if error.code == "AccessDenied":
+                raise refusal(error) from None
+            return await self._again(request, context, name, query, error.message)
+        if not done:
+            return await self._again(
+                request, context, name, query,
+                "The message is no longer where the page showed it (received, moved or deleted "
+                "meanwhile): nothing was changed. Look again.",
+            )  # fmt: skip
+        separator = "&" if "?" in query.link(name) else "?"
+        outcome = "one-deleted" if op == "delete" else "one-moved"
+        raise web.HTTPSeeOther(query.link(name) + f"{separator}done={outcome}")
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -162,20 +296,31 @@ class QueuePages:
         except SqsError as error:
             if error.code in MISSING or error.code == "AccessDenied":
                 raise refusal(error) from None
-            session, _ = self.console.session_of(request)
-            try:
-                view = await self._view(context, session, name, state or "visible")
-            except SqsError as again:
-                raise refusal(again) from None
-            return self.console.html(queue_page(view, error=error.message), status=400)
+            return await self._again(request, context, name, Query(state=state or "visible"), error.message)
         suffix = f"&state={state}" if state else ""
         raise web.HTTPSeeOther(f"/console/queues/{quote(name)}?done={done}{suffix}")
 
-    async def _queue_params(self, context: Context, name: str) -> dict[str, Any]:
-        """``{"QueueUrl": ...}`` of the queue ``name`` as the session's key knows it."""
+    async def _again(
+        self, request: web.Request, context: Context, name: str, query: Query, error: str
+    ) -> web.Response:
+        """The queue's page again, saying what went wrong (400)."""
+        session, _ = self.console.session_of(request)
+        try:
+            view = await self._view(context, session, name, query)
+        except SqsError as again:
+            raise refusal(again) from None
+        return self.console.html(queue_page(view, error=error), status=400)
+
+    async def _queue_params(
+        self, context: Context, name: str, missing_is_error: bool = False
+    ) -> dict[str, Any]:
+        """``{"QueueUrl": ...}`` of the queue ``name`` as the session's key knows it; a missing
+        queue is a 404, or with ``missing_is_error`` an SqsError saying so (a form's mistake)."""
         try:
             found = await self.console.act(context, "GetQueueUrl", {"QueueName": name})
         except SqsError as error:
+            if missing_is_error and error.code in MISSING:
+                raise SqsError("QueueDoesNotExist", f"There is no queue {name}.") from None
             raise refusal(error) from None
         return {"QueueUrl": found["QueueUrl"]}
 
@@ -202,7 +347,7 @@ class QueuePages:
             }
         return None
 
-    async def _view(self, context: Context, session: Session, name: str, state: str) -> QueueView:
+    async def _view(self, context: Context, session: Session, name: str, query: Query) -> QueueView:
         params = await self._queue_params(context, name)
         attributes = await self._attributes(context, params)
         queue = context.queue(params)
@@ -213,20 +358,32 @@ class QueuePages:
             if error.code != "AccessDenied":
                 raise
             may_look = False  # the queue's policy keeps this key from its messages
-        messages = []
-        if may_look:
-            try:
-                messages = await context.call(lambda: queue.peek(state, limit=PEEKED))
-            except SmqError as error:
-                raise from_core(error) from None
+        looked = Looked([], query.offset, query.offset, True)
+        try:
+            if may_look:
+                looked = await context.call(look, _peek_of(queue), query)
+            consumers = await context.call(queue.consumers, SHOWN_CONSUMERS)
+        except SmqError as error:
+            raise from_core(error) from None
         return QueueView(
             name=name,
             url=params["QueueUrl"],
             attributes=attributes,
-            state=state,
-            messages=messages,
+            query=query,
+            looked=looked,
             dead_letter=await self._is_dead_letter(context, params),
             csrf=self.console.sessions.csrf_token(session),
-            limit=PEEKED,
             may_look=may_look,
+            names=await self.console.queue_names(context),
+            consumers=[consumer_json(consumer) for consumer in consumers],
         )
+
+
+def _query_of(link: str) -> Mapping[str, str]:
+    """The query of a console link (where a form's page came from)."""
+    return dict(parse_qsl(urlsplit(link).query))
+
+
+def _peek_of(queue: Queue) -> Callable[[str, int, int], list[PeekedMessage]]:
+    """``queue.peek`` with its limit and offset as positional arguments."""
+    return lambda state, limit, offset: queue.peek(state, limit=limit, offset=offset)
