@@ -386,7 +386,13 @@ def test_a_tenant_can_change_nothing_in_another_account_s_queue(console: tuple[B
         "purge": {"confirm": "orders"},
         "attributes": {"VisibilityTimeout": "1"},
         "message": {"receipt": held.receipt_handle, "op": "delete"},
+        "delete": {"confirm": "orders"},
     }
+    one = dlq.peek(limit=1)[0]
+    for op in ("delete", "redrive", "move"):
+        fields = {"id": one.message_id, "near": "0", "op": op, "destination": "orders", "csrf": token}
+        assert browser.request("POST", "/console/queues/orders-dlq/one", fields).status == 404, op
+    assert browser.request("GET", "/console/api/queue/orders/history").status == 404
     for action, fields in attempts.items():
         response = browser.request("POST", f"/console/queues/orders/{action}", {**fields, "csrf": token})
         assert response.status == 404, (action, response.status)
@@ -485,3 +491,150 @@ def test_the_queue_page_counts_noisy_groups(console: tuple[Browser, smq.Client])
     assert "data-count=noisy_groups>" in page.text and "Noisy groups" in page.text
     counts = json.loads(browser.request("GET", "/console/api/queue/shared").text)
     assert counts["noisy_groups"] == 1
+
+
+def test_the_history_is_json_for_the_charts(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    queue = client.create_queue("orders")
+    queue.send("x")
+    queue._sample()
+    sign_in(browser)
+    history = json.loads(browser.request("GET", "/console/api/queue/orders/history").text)
+    assert history["step"] == 10 and history["fields"][:4] == ["at", "visible", "in_flight", "delayed"]
+    assert history["samples"][-1][1:4] == [1, 0, 0] and abs(history["now"] - time.time()) < 60
+    assert browser.request("GET", "/console/api/queue/no-such-queue/history").status == 404
+    signed_out = Browser(browser_url(browser))
+    assert signed_out.request("GET", "/console/api/queue/orders/history").status == 401
+
+
+def test_create_a_queue_with_the_api_s_validation(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    client.create_queue("fresh-dlq")  # "fresh": a name no other test deletes (taken for 60 s after)
+    sign_in(browser)
+    token = browser.csrf("/console/create")
+    form = {"name": "fresh", "type": "standard", "VisibilityTimeout": "45", "dlq": "fresh-dlq"}
+    assert browser.request("POST", "/console/create", {**form, "csrf": "forged"}).status == 403
+    assert "fresh" not in client.list_queues()
+    for bad, said in (
+        ({"VisibilityTimeout": "43201"}, "VisibilityTimeout"),
+        ({"name": "no spaces"}, "name"),
+        ({"dlq": "missing"}, "The dead-letter queue missing does not exist."),
+        ({"max_receive_count": "0"}, "maxReceiveCount"),
+        ({"ContentBasedDeduplication": "true"}, "FIFO queues only"),
+        ({"type": "fifo"}, "fifo"),
+    ):
+        refused = browser.request("POST", "/console/create", {**form, **bad, "csrf": token})
+        assert refused.status == 400 and said in refused.text, (bad, refused.text[-600:])
+        assert 'value="fresh-dlq"' in refused.text  # the form keeps what was typed
+    assert client.list_queues() == ["fresh-dlq"]
+    made = browser.request("POST", "/console/create", {**form, "max_receive_count": "4", "csrf": token})
+    assert made.status == 303 and made.headers["Location"] == "/console/queues/fresh?done=created"
+    config = client.queue("fresh").attributes().config
+    assert config.visibility_timeout == 45 and config.redrive_policy == smq.RedrivePolicy("fresh-dlq", 4)
+    again = browser.request("POST", "/console/create", {**form, "VisibilityTimeout": "46", "csrf": token})
+    assert again.status == 400  # CreateQueue's rule: the same name with other attributes
+
+
+def test_a_tenant_creates_queues_in_its_own_account(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    sign_in(browser, OTHER_KEY, OTHER_SECRET)
+    token = browser.csrf("/console/create")
+    made = browser.request("POST", "/console/create", {"name": "mine", "type": "standard", "csrf": token})
+    assert made.status == 303
+    assert "mine" not in client.list_queues(qualified=False)
+    assert any(name.endswith(":111111111111:mine") for name in client.list_queues())
+
+
+def test_delete_a_queue_after_typing_its_name(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    client.create_queue("orders").send("x")
+    sign_in(browser)
+    token = browser.csrf("/console/queues/orders")
+    assert (
+        browser.request("POST", "/console/queues/orders/delete", {"csrf": "x", "confirm": "orders"}).status
+        == 403
+    )
+    asked = browser.request("POST", "/console/queues/orders/delete", {"csrf": token})
+    assert asked.status == 200 and "Type the queue's name" in asked.text
+    wrong = browser.request("POST", "/console/queues/orders/delete", {"csrf": token, "confirm": "order"})
+    assert wrong.status == 200 and client.list_queues() == ["orders"]
+    done = browser.request("POST", "/console/queues/orders/delete", {"csrf": token, "confirm": "orders"})
+    assert done.status == 303 and done.headers["Location"] == "/console?done=deleted"
+    assert client.list_queues() == []
+    assert "Queue deleted." in browser.request("GET", "/console?done=deleted").text
+
+
+def test_messages_page_and_search_in_bounded_steps(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    queue = client.create_queue("orders")
+    for first in range(0, 1200, 10):
+        queue.send_batch([smq.SendEntry(str(i), f"order {i} <b>") for i in range(first, first + 10)])
+    sign_in(browser)
+    page = browser.request("GET", "/console/queues/orders?state=visible&offset=1150").text
+    assert "Messages 1,151 to 1,200 of about 1,200" in page and "order 1150 &lt;b&gt;" in page
+    assert "rel=next" not in page  # the end
+    assert "Messages 1 to 50" in browser.request("GET", "/console/queues/orders?offset=-4").text
+    assert "Messages 1 to 50" in browser.request("GET", "/console/queues/orders?offset=x").text
+    # A search reads 1,000 messages at most, says so, and links to the next stretch.
+    first = browser.request("GET", "/console/queues/orders?state=visible&q=order+1199&in=body").text
+    assert "Searched visible messages 1 to 1,000 of about 1,200" in first and "0 found" in first
+    link = re.search(r'<a rel=next href="([^"]+)">Look further</a>', first)
+    assert link is not None and "offset=1000" in link.group(1)
+    further = browser.request("GET", link.group(1).replace("&amp;", "&")).text
+    assert "Searched visible messages 1,001 to 1,200" in further and "1 found" in further
+    assert "order 1199 &lt;b&gt;" in further
+    shown = browser.request("GET", "/console/queues/orders?q=%3Cscript%3E&in=body").text
+    assert "&lt;script&gt;" in shown and "<script>" not in shown.split("</head>")[1]
+    assert queue.attributes().visible == 1200 and queue.attributes().counters.get("received", 0) == 0
+
+
+def test_one_dead_letter_needs_the_token_and_the_key_s_permissions(
+    console: tuple[Browser, smq.Client], keyed_server: tuple[Server, smq.Client]
+) -> None:
+    browser, client = console
+    server, _ = keyed_server
+    source, dlq = dead_letter(client, 3)
+    one, two, three = dlq.peek(limit=10)
+    sign_in(browser)
+    token = browser.csrf("/console/queues/orders-dlq")
+    path = "/console/queues/orders-dlq/one"
+    fields = {"id": one.message_id, "near": "0", "op": "delete"}
+    assert browser.request("POST", path, {**fields, "csrf": "forged"}).status == 403
+    assert browser.request("POST", path, {**fields, "near": "x", "csrf": token}).status == 400
+    assert browser.request("POST", path, {**fields, "op": "explode", "csrf": token}).status == 400
+    assert dlq.attributes().visible == 3
+    done = browser.request("POST", path, {**fields, "csrf": token})
+    assert done.status == 303 and "done=one-deleted" in done.headers["Location"]
+    assert browser.request("POST", path, {**fields, "csrf": token}).status == 400  # gone already
+    # A move needs SendMessage on where it goes: a policy that denies it refuses, nothing moves.
+    api = json_client(server.url)
+    url = api.get_queue_url(QueueName="orders")["QueueUrl"]
+    arn = api.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    statement = {"Effect": "Deny", "Principal": "*", "Action": "SQS:SendMessage", "Resource": arn}
+    api.set_queue_attributes(
+        QueueUrl=url, Attributes={"Policy": json.dumps({"Version": "2012-10-17", "Statement": [statement]})}
+    )
+    move = {"id": two.message_id, "near": "1", "op": "move", "destination": "orders", "csrf": token}
+    assert browser.request("POST", path, move).status == 403
+    assert dlq.attributes().visible == 2 and source.attributes().visible == 0
+    api.set_queue_attributes(QueueUrl=url, Attributes={"Policy": ""})
+    assert browser.request("POST", path, move).status == 303
+    assert [m.body for m in source.peek()] == [two.body]
+    # A standard queue that is not a dead-letter queue offers no per-message actions.
+    assert "/console/queues/orders/one" not in browser.request("GET", "/console/queues/orders").text
+
+
+def test_the_table_pages_through_many_queues(console: tuple[Browser, smq.Client]) -> None:
+    browser, client = console
+    for i in range(105):
+        client.create_queue(f"q{i:03}")
+    sign_in(browser)
+    first = browser.request("GET", "/console").text
+    assert first.count("<tr data-queue=") == 100 and 'data-queue="q099"' in first
+    link = re.search(r'<a rel=next href="([^"]+)">Next page</a>', first)
+    assert link is not None
+    second = browser.request("GET", link.group(1).replace("&amp;", "&")).text
+    assert second.count("<tr data-queue=") == 5 and 'data-queue="q104"' in second and "First page" in second
+    listed = json.loads(browser.request("GET", "/console/api/queues?details=1").text)
+    assert len(listed["queues"]) == 100 and listed["next"]
+    assert {"trend", "consumers", "dead_letter", "rates"} <= set(listed["queues"][0])

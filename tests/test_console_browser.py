@@ -385,6 +385,7 @@ def test_page_through_and_search_messages(
         "return Array.from(document.querySelectorAll('table.messages td.body')).map((td) => td.textContent);"
     )
     assert found == ["order 107", "order 157", "order 207"]
+    browser.script("document.querySelector('#messages-title').scrollIntoView();")
     screenshot(browser, "console-search.png", tmp_path)
     # By message id: the one message.
     target = queue.peek(limit=1, offset=42)[0]
@@ -441,6 +442,7 @@ def test_act_on_one_dead_lettered_message_and_redrive_the_rest_to_a_chosen_queue
     peeked = dlq.peek(limit=10)
     assert sorted(m.body for m in peeked) == [f"order {i}" for i in range(6)]
     assert browser.text(f"tr[data-message='{peeked[0].message_id}'] td:nth-child(7)") == "orders"  # came from
+    browser.script("document.querySelector('#messages-title').scrollIntoView();")
     screenshot(browser, "console-dlq.png", tmp_path)
 
     def act(message: smq.PeekedMessage, op: str, notice: str, destination: str = "") -> None:

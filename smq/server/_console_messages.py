@@ -231,7 +231,7 @@ def _pages(shown: Shown, query: Query, looked: Looked) -> str:
         links.append(f'<a href="{escape(query.link(shown.name, offset=0))}">First</a>')
         back = max(0, query.offset - (SEARCH_REACH if query.text else PAGE))
         links.append(f'<a rel=prev href="{escape(query.link(shown.name, offset=back))}">Previous</a>')
-    if not looked.exhausted:
+    if not looked.exhausted and (query.text or shown.total > looked.end):
         label = "Look further" if query.text else "Next"
         links.append(f'<a rel=next href="{escape(query.link(shown.name, offset=looked.end))}">{label}</a>')
         if not query.text and shown.total > looked.end:

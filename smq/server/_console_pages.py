@@ -100,14 +100,14 @@ _COLUMNS = (
     ("Visible", "n"),
     ("In flight", "n"),
     ("Delayed", "n wide"),
-    ("Oldest message", "n wide"),
+    ("Oldest", "n wide"),
     ("Dead letters", "n wide"),
-    ("FIFO groups in flight", "n wide"),
+    ("Groups busy", "n wide"),
     ("Consumers", "n"),
-    ("Sent / s", "n wide"),
-    ("Received / s", "n wide"),
-    ("Deleted / s", "n wide"),
-    ("Depth, last hour", "t wide"),
+    ("Sent/s", "n wide"),
+    ("Received/s", "n wide"),
+    ("Deleted/s", "n wide"),
+    ("Last hour", "t wide"),
 )
 TABLE_NOTICES = {"deleted": "Queue deleted."}
 

@@ -97,7 +97,7 @@
   // Draws one chart of the last hour: a time axis, a value axis with its unit, a line per
   // series (broken where samples are missing), and the values under the pointer.
   function drawChart(figure, history, series, labels, unit) {
-    const W = 600, H = 190, L = 50, R = 10, T = 16, B = 24;
+    const W = 600, H = 190, L = 50, R = 10, T = 24, B = 24;
     const plot = figure.querySelector("svg.chart");
     const readout = figure.querySelector(".readout");
     const end = history.now;
