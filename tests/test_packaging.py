@@ -36,6 +36,10 @@ def test_the_wheel_carries_every_lua_script(wheel: zipfile.ZipFile) -> None:
     assert "smq/spark/_source.py" in wheel.namelist()
 
 
+def test_the_wheel_carries_the_console_s_script_and_style(wheel: zipfile.ZipFile) -> None:
+    assert {"smq/server/console/console.js", "smq/server/console/console.css"} <= set(wheel.namelist())
+
+
 def test_the_wheel_is_smq_redis_with_its_license_extras_and_command(wheel: zipfile.ZipFile) -> None:
     info = "smq_redis-0.2.0.dist-info"
     metadata = wheel.read(f"{info}/METADATA").decode()
