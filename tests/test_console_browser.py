@@ -303,6 +303,16 @@ def test_the_charts_show_the_last_hour_with_axes_and_values_on_hover(
     assert re.search(r"visible (39\d|400), in flight 7", peak), peak  # the peak of 400, or next to it
     rates = hover_middle("figure[data-chart=rates]")  # 5 sent and 3 received per second
     assert "sent 5, received 3, deleted 3 messages / s" in rates, rates
+    # The keyboard steps through the samples too: Home is an hour ago, when the depth was 0 (or 3,
+    # ten seconds later, if the oldest sample has just left the hour).
+    first = browser.script(
+        "const chart = document.querySelector(arguments[0] + ' svg');"
+        "chart.focus();"
+        "chart.dispatchEvent(new KeyboardEvent('keydown', {key: 'Home', bubbles: true}));"
+        "return document.querySelector(arguments[0] + ' .readout').textContent;",
+        depth,
+    )
+    assert re.search(r"visible [03], in flight 7", first), first
     browser.script("document.querySelector('#counts-title').scrollIntoView();")
     screenshot(browser, "console-charts.png", tmp_path)
 

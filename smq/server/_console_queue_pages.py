@@ -92,9 +92,9 @@ def _counts(view: QueueView) -> str:
         f"<div><dt>{label}</dt><dd data-count={key}>{escape(value)}</dd></div>" for key, label, value in cells
     )
     charts = "".join(
-        f'<figure data-chart={kind}><svg class=chart viewBox="0 0 600 190" role=img aria-label="{label}, '
-        f'last hour"></svg><p class=readout aria-live=off></p><figcaption>{legend}, last hour</figcaption>'
-        "</figure>"
+        f'<figure data-chart={kind}><svg class=chart viewBox="0 0 600 190" role=img tabindex=0 '
+        f'aria-label="{label}, last hour; arrow keys step through the samples"></svg>'
+        f"<p class=readout aria-live=off></p><figcaption>{legend}, last hour</figcaption></figure>"
         for kind, label, legend in (
             (
                 "depth",
@@ -120,7 +120,7 @@ def _counts(view: QueueView) -> str:
         "groups' are visible (fair queues). <span id=live aria-live=polite></span></p>"
         f"<div class=charts>{charts}</div>"
         "<p class=muted>Charts: a sample every 10 s kept by <code>smq serve</code> for the last hour; "
-        "point at a chart for its values.</p></section>"
+        "point at a chart, or focus it and use the arrow keys, for its values.</p></section>"
     )
 
 

@@ -145,21 +145,37 @@
       readout.textContent = clock(times[i], true) + ": " + values.join(", ") + " " + unit;
     }
     say(times.length - 1);
+    let pointed = times.length - 1;
+    function point(i) {
+      pointed = Math.max(0, Math.min(times.length - 1, i));
+      cursor.setAttribute("x1", x(times[pointed]));
+      cursor.setAttribute("x2", x(times[pointed]));
+      say(pointed);
+    }
+    function leave() {
+      cursor.setAttribute("x1", -10);
+      cursor.setAttribute("x2", -10);
+      say(times.length - 1);
+    }
     hover.addEventListener("pointermove", (event) => {
       if (!times.length) { return; }
       const box = plot.getBoundingClientRect();
       const at = start + ((event.clientX - box.left) * W / box.width - L) / (W - L - R) * HOUR;
       let best = 0;
       times.forEach((t, i) => { if (Math.abs(t - at) < Math.abs(times[best] - at)) { best = i; } });
-      cursor.setAttribute("x1", x(times[best]));
-      cursor.setAttribute("x2", x(times[best]));
-      say(best);
+      point(best);
     });
-    hover.addEventListener("pointerleave", () => {
-      cursor.setAttribute("x1", -10);
-      cursor.setAttribute("x2", -10);
-      say(times.length - 1);
-    });
+    hover.addEventListener("pointerleave", leave);
+    // The keyboard reads the chart too: arrows step through the samples, Home and End jump.
+    plot.onkeydown = (event) => {
+      const moves = {ArrowLeft: -1, ArrowRight: 1, PageUp: -30, PageDown: 30};
+      if (!times.length) { return; }
+      if (event.key in moves) { point(pointed + moves[event.key]); } else if (event.key === "Home") {
+        point(0);
+      } else if (event.key === "End") { point(times.length - 1); } else { return; }
+      event.preventDefault();
+    };
+    plot.onblur = leave;
   }
 
   function sparkline(values) {
