@@ -70,11 +70,15 @@ def record(client: Client, keys: QueueKeys, info: QueueInfo, step: int, keep: in
     return bool(reply[1])
 
 
-def read(client: Client, keys: QueueKeys, limit: int) -> tuple[float, list[Sample]]:
-    """(Redis time now in seconds, the newest ``limit`` samples, oldest first)."""
+def read(client: Client, keys: QueueKeys, limit: int, stride: int = 1) -> tuple[float, list[Sample]]:
+    """(Redis time now in seconds, the newest ``limit`` samples, oldest first); with ``stride``,
+    every stride-th of them counting back from the newest (fewer to decode, for a trend)."""
     check_int("limit", limit, 1, MAX_HISTORY)
+    check_int("stride", stride, 1, MAX_HISTORY)
     reply = client.run("history", keys, (client._now_arg(), limit), queue=keys.name)
-    return int(reply[1]) / 1000, [_sample(text(stored)) for stored in reply[2:]]
+    stored = reply[2:]
+    chosen = stored[len(stored) - 1 :: -stride][::-1] if stride > 1 else stored
+    return int(reply[1]) / 1000, [_sample(text(one)) for one in chosen]
 
 
 def _sample(stored: str) -> Sample:
