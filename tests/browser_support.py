@@ -46,7 +46,7 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-def open_browser(kind: str, width: int = 1100, height: int = 800) -> Browser:
+def open_browser(kind: str, width: int = 1280, height: int = 800) -> Browser:
     """A headless browser of ``kind``; skips the test where it is missing, unless CI is set."""
     if kind == "chromium":
         chromium, driver = _program("chromium", "chromium-browser"), _program("chromedriver")
