@@ -110,11 +110,8 @@ class QueuePages:
 
     async def counts(self, request: web.Request) -> web.Response:
         """The counts, counters and redrive progress of the page, as JSON."""
-        context = self.console.context(request, self.console.api_session(request))
         try:
-            params = await self._queue_params(context, request.match_info["name"])
-            await authorize(context, self.console.service.policies, "GetQueueAttributes", params)
-            queue = context.queue(params)
+            context, queue, params = await self._readable(request)
             info = await context.drive(queue._attributes_steps())
             task = await self._newest_task(context, params)
             consumers = await context.call(queue.consumers, SHOWN_CONSUMERS)
@@ -138,17 +135,22 @@ class QueuePages:
 
     async def history(self, request: web.Request) -> web.Response:
         """The queue's history (the last hour's samples), as JSON, for the page's charts."""
-        context = self.console.context(request, self.console.api_session(request))
         try:
-            params = await self._queue_params(context, request.match_info["name"])
-            await authorize(context, self.console.service.policies, "GetQueueAttributes", params)
-            queue = context.queue(params)
+            context, queue, _ = await self._readable(request)
             now, samples = await context.call(read_history, context.client, queue.keys, HISTORY_KEPT)
         except SqsError as error:
             raise refusal(error) from None
         except SmqError as error:
             raise refusal(from_core(error)) from None
         return web.json_response(history_json(now, samples))
+
+    async def _readable(self, request: web.Request) -> tuple[Context, Queue, dict[str, Any]]:
+        """The context, queue and params of a JSON read of the page's queue, once the session's
+        key is known to be allowed GetQueueAttributes on it."""
+        context = self.console.context(request, self.console.api_session(request))
+        params = await self._queue_params(context, request.match_info["name"])
+        await authorize(context, self.console.service.policies, "GetQueueAttributes", params)
+        return context, context.queue(params), params
 
     # -- changing ------------------------------------------------------------------------------
 
