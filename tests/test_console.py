@@ -511,6 +511,8 @@ def test_create_a_queue_with_the_api_s_validation(console: tuple[Browser, smq.Cl
     browser, client = console
     client.create_queue("fresh-dlq")  # "fresh": a name no other test deletes (taken for 60 s after)
     sign_in(browser)
+    page = browser.request("GET", "/console/create")
+    assert "default-src 'self'" in page.headers["Content-Security-Policy"] and "nosniff" in str(page.headers)
     token = browser.csrf("/console/create")
     form = {"name": "fresh", "type": "standard", "VisibilityTimeout": "45", "dlq": "fresh-dlq"}
     assert browser.request("POST", "/console/create", {**form, "csrf": "forged"}).status == 403
