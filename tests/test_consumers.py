@@ -298,6 +298,22 @@ def test_an_sqs_client_that_receives_through_smq_serve_shows_with_its_agent(
     wait_for(lambda: jobs.consumers()[0].info["receives"] > 1 or None, 10, "a beat of later receives")
 
 
+def test_a_server_that_stops_notes_the_clients_it_served_since_its_last_beat(
+    redis_client: smq.Client, redis_server: EmbeddedRedis
+) -> None:
+    jobs = redis_client.create_queue("jobs")
+    server = Server(redis_server.url, "--no-auth", "--consumer-beat-interval", "3600")
+    try:
+        sqs = json_client(server.url)
+        url = sqs.get_queue_url(QueueName="jobs")["QueueUrl"]
+        sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
+        assert jobs.consumers() == []  # the next beat is an hour away
+    finally:
+        assert server.stop() == 0  # a graceful stop
+    (seen,) = jobs.consumers()
+    assert seen.kind == "sqs" and seen.info["receives"] == 1
+
+
 def test_the_servers_notes_are_bounded_and_one_per_agent_address_key_and_queue(
     redis_client: smq.Client,
 ) -> None:

@@ -97,6 +97,7 @@ class Service:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await self._last_consumer_beat()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.scripts.close()
 
@@ -151,6 +152,17 @@ class Service:
             finally:
                 if this_pass is not None and not this_pass.done():
                     this_pass.set_result(None)
+
+    async def _last_consumer_beat(self) -> None:
+        """Note the SQS clients served since the last beat before the process ends (2 s at most:
+        a stop must not hang on a Redis that is away)."""
+        counts = self.consumers.take()
+        if not counts:
+            return
+        try:
+            await asyncio.wait_for(self.call(self.consumers.flush, counts), 2.0)
+        except (asyncio.TimeoutError, SmqError) as error:
+            log.debug("the last note of SQS clients failed: %s", error)
 
     async def _beat_consumers(self) -> None:
         """Note the SQS clients that received since the last time among their queues' consumers."""
