@@ -31,7 +31,7 @@ from ._errors import (
     error_for,
 )
 from ._events import Event, read_events
-from ._history import HISTORY_KEPT, HISTORY_STEP, Sample
+from ._history import HISTORY_KEPT, HISTORY_STEP, MAX_HISTORY, Sample
 from ._history import read as read_history
 from ._history import record as record_sample
 from ._keys import QueueKeys
@@ -831,6 +831,12 @@ class Queue:
     def _sample(self, step: int = HISTORY_STEP, keep: int = HISTORY_KEPT) -> bool:
         """Keep the queue's counts now as its history's sample of this step (``smq serve``
         does, for the queues it serves); False when another process took it already."""
+        check_int("step", step, 1, 3600)
+        check_int("keep", keep, 1, MAX_HISTORY)
+        now, newest = read_history(self._client, self.keys, 1)
+        now_ms = round(now * 1000)
+        if newest and round(newest[-1].at * 1000) >= now_ms - now_ms % (step * 1000):
+            return False  # taken: spare the attributes read (every smq serve samples every queue)
         return record_sample(self._client, self.keys, self.attributes(), step, keep)
 
     def tags(self) -> dict[str, str]:

@@ -64,10 +64,13 @@ def test_bad_arguments_are_refused(client: smq.Client, step: int, keep: int) -> 
     queue = client.create_queue("jobs")
     with pytest.raises(smq.InvalidParameter):
         queue._sample(step=step, keep=keep)
+    queue._sample()
+    with pytest.raises(smq.InvalidParameter):  # also with a sample of this step kept
+        queue._sample(step=step, keep=keep)
     for limit in (0, 10_001):
         with pytest.raises(smq.InvalidParameter):
             queue.history(limit=limit)
-    assert not raw(client).exists(queue.keys.history)
+    assert len(queue.history()) == 1
 
 
 def test_the_script_checks_its_arguments_before_writing(client: smq.Client) -> None:
@@ -94,3 +97,11 @@ def test_sample_queues_samples_each_queue_once_a_step(client: smq.Client, clock:
     clock.advance(10)
     assert _history.sample_queues(client, limit=2) == 2
     assert [len(client.queue(n).history()) for n in ("a", "b", "c")] == [2, 2, 1]
+
+
+def test_sampling_stops_between_two_queues_when_asked(client: smq.Client) -> None:
+    for name in ("a", "b", "c"):
+        client.create_queue(name)
+    asked = iter([False, True])
+    assert _history.sample_queues(client, stopping=lambda: next(asked)) == 1
+    assert [len(client.queue(n).history()) for n in ("a", "b", "c")] == [1, 0, 0]

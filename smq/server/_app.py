@@ -23,7 +23,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from .._client import Client
 from .._errors import SmqError
-from .._history import HISTORY_STEP, sample_queues
+from .._history import HISTORY_QUEUES, HISTORY_STEP, sample_queues
 from .._loop_polls import LongPolls
 from .._loop_scripts import LoopScripts
 from .._outage import Outage
@@ -119,7 +119,7 @@ class Service:
         console's charts (every process does; each step keeps one sample whoever took it)."""
         while not self.closing:
             try:
-                await self.call(sample_queues, self.client)
+                await self.call(sample_queues, self.client, HISTORY_QUEUES, lambda: self.closing)
             except SmqError as error:
                 # Redis being away is said by the move task runner already; a gap in a chart
                 # needs no second line.
