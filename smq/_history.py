@@ -4,8 +4,9 @@
 (``lua/history_add.lua``), so that the console's charts show the last hour
 when a page opens rather than starting blank. Any number of processes may
 sample the same queue: a bucket keeps its first sample only. A sample costs
-one attributes read and one short script; the history holds at most
-``HISTORY_KEPT`` samples (a few tens of KB per queue).
+a read of the newest sample, an attributes read and one short script; a queue
+another process sampled this step costs the first read only. The history
+holds at most ``HISTORY_KEPT`` samples (a few tens of KB per queue).
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ def _sample(stored: str) -> Sample:
 
 
 HISTORY_QUEUES = 1000
-"""Most queues ``smq serve`` samples, the first by name: a round costs two short scripts per
-queue, so a Redis with more queues keeps history for these only."""
+"""Most queues ``smq serve`` samples, the first by name: a round costs three short scripts per
+queue (one where another process sampled it first), so a Redis with more queues keeps history for
+these only."""
 
 
 def sample_queues(
