@@ -544,7 +544,16 @@ def test_a_tenant_creates_queues_in_its_own_account(console: tuple[Browser, smq.
     made = browser.request("POST", "/console/create", {"name": "mine", "type": "standard", "csrf": token})
     assert made.status == 303
     assert "mine" not in client.list_queues(qualified=False)
-    assert any(name.endswith(":111111111111:mine") for name in client.list_queues())
+    (qualified,) = [name for name in client.list_queues() if name.endswith(":111111111111:mine")]
+    # The tenant's table reads its own queue's details and history, and its page draws them.
+    mine = client.queue(qualified)
+    mine.send("x")
+    mine._sample()
+    listed = json.loads(browser.request("GET", "/console/api/queues?details=1").text)
+    (row,) = listed["queues"]
+    assert row["name"] == "mine" and row["trend"] == [1] and row["consumers"] == 0
+    history = json.loads(browser.request("GET", "/console/api/queue/mine/history").text)
+    assert [sample[1] for sample in history["samples"]] == [1]
 
 
 def test_delete_a_queue_after_typing_its_name(console: tuple[Browser, smq.Client]) -> None:
@@ -640,3 +649,20 @@ def test_the_table_pages_through_many_queues(console: tuple[Browser, smq.Client]
     listed = json.loads(browser.request("GET", "/console/api/queues?details=1").text)
     assert len(listed["queues"]) == 100 and listed["next"]
     assert {"trend", "consumers", "dead_letter", "rates"} <= set(listed["queues"][0])
+
+
+def test_a_sharded_queue_s_page_pages_searches_and_charts_it_whole(
+    console: tuple[Browser, smq.Client],
+) -> None:
+    browser, client = console
+    queue = client.create_queue("wide", shards=3)
+    for first in range(0, 60, 10):
+        queue.send_batch([smq.SendEntry(str(i), f"job {i}") for i in range(first, first + 10)])
+    queue._sample()
+    sign_in(browser)
+    page = browser.request("GET", "/console/queues/wide").text
+    assert page.count("<tr data-message=") == 50 and "of about 60" in page
+    found = browser.request("GET", "/console/queues/wide?q=job+59").text
+    assert "1 found" in found and "job 59" in found
+    history = json.loads(browser.request("GET", "/console/api/queue/wide/history").text)
+    assert history["samples"][-1][1] == 60  # the shards added up
