@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from ._config import check_int
+from ._config import check_int, is_fifo_name
 from ._errors import InvalidParameter, QueueDoesNotExist
 from ._ids import stored_ids
 from ._moves import finish_moves
@@ -45,6 +45,12 @@ def move_message(queue: Queue, message_id: str, destination: str | None, near: i
     if destination is not None:
         if check_queue_name(destination) == queue.name:
             raise InvalidParameter(f"the message is in queue {queue.name!r} already")
+        if is_fifo_name(destination):
+            # It has no message group: a FIFO queue could not hand it out as FIFO clients expect.
+            raise InvalidParameter(
+                f"a message of standard queue {queue.name!r} can move only to a standard queue, "
+                f"not to FIFO queue {destination!r}"
+            )
         client.get_queue(destination)  # raises QueueDoesNotExist: nothing is taken out
     else:
         # The queue it came from, read first so that a missing one is told before anything is

@@ -368,6 +368,7 @@ def test_the_table_shows_dead_letter_depth_fifo_groups_and_counters(
     # name, type, visible, in flight, delayed, age, dead letters, groups in flight
     assert row_cells(page, "orders")[:8] == ["orders", "Standard", "0", "0", "0", "", "3", ""]
     assert row_cells(page, "orders-dlq")[1] == "Standard DLQ"  # marked as a dead-letter queue
+    assert 'data-queue="orders-dlq" class=alert' not in page  # no consumer: normal for a DLQ
     assert row_cells(page, "tasks.fifo")[7] == "1"  # one group in flight
     listed = json.loads(browser.request("GET", "/console/api/queues").text)
     by_name = {row["name"]: row for row in listed["queues"]}
@@ -535,6 +536,9 @@ def test_create_a_queue_with_the_api_s_validation(console: tuple[Browser, smq.Cl
     assert config.visibility_timeout == 45 and config.redrive_policy == smq.RedrivePolicy("fresh-dlq", 4)
     again = browser.request("POST", "/console/create", {**form, "VisibilityTimeout": "46", "csrf": token})
     assert again.status == 400  # CreateQueue's rule: the same name with other attributes
+    same = browser.request("POST", "/console/create", {**form, "max_receive_count": "4", "csrf": token})
+    assert same.status == 303 and same.headers["Location"] == "/console/queues/fresh?done=exists"
+    assert "exists already" in browser.request("GET", same.headers["Location"]).text
 
 
 def test_a_tenant_creates_queues_in_its_own_account(console: tuple[Browser, smq.Client]) -> None:
@@ -551,7 +555,7 @@ def test_a_tenant_creates_queues_in_its_own_account(console: tuple[Browser, smq.
     mine._sample()
     listed = json.loads(browser.request("GET", "/console/api/queues?details=1").text)
     (row,) = listed["queues"]
-    assert row["name"] == "mine" and row["trend"] == [1] and row["consumers"] == 0
+    assert row["name"] == "mine" and [depth for _, depth in row["trend"]] == [1] and row["consumers"] == 0
     history = json.loads(browser.request("GET", "/console/api/queue/mine/history").text)
     assert [sample[1] for sample in history["samples"]] == [1]
 
@@ -569,6 +573,7 @@ def test_delete_a_queue_after_typing_its_name(console: tuple[Browser, smq.Client
     assert asked.status == 200 and "Type the queue's name" in asked.text
     wrong = browser.request("POST", "/console/queues/orders/delete", {"csrf": token, "confirm": "order"})
     assert wrong.status == 200 and client.list_queues() == ["orders"]
+    assert "“order” is not the queue's name: nothing was done." in wrong.text
     done = browser.request("POST", "/console/queues/orders/delete", {"csrf": token, "confirm": "orders"})
     assert done.status == 303 and done.headers["Location"] == "/console?done=deleted"
     assert client.list_queues() == []
@@ -586,6 +591,8 @@ def test_messages_page_and_search_in_bounded_steps(console: tuple[Browser, smq.C
     assert "rel=next" not in page  # the end
     assert "Messages 1 to 50" in browser.request("GET", "/console/queues/orders?offset=-4").text
     assert "Messages 1 to 50" in browser.request("GET", "/console/queues/orders?offset=x").text
+    numbered = browser.request("GET", "/console/queues/orders?state=visible&from=101").text  # the form's
+    assert "Messages 101 to 150" in numbered and 'name=from type=number min=1 value="101"' in numbered
     # A search reads 1,000 messages at most, says so, and links to the next stretch.
     first = browser.request("GET", "/console/queues/orders?state=visible&q=order+1199&in=body").text
     assert "Searched visible messages 1 to 1,000 of about 1,200" in first and "0 found" in first
@@ -617,6 +624,11 @@ def test_one_dead_letter_needs_the_token_and_the_key_s_permissions(
     done = browser.request("POST", path, {**fields, "csrf": token})
     assert done.status == 303 and "done=one-deleted" in done.headers["Location"]
     assert browser.request("POST", path, {**fields, "csrf": token}).status == 400  # gone already
+    client.create_queue("orders-archive.fifo")
+    for destination, said in (("orders-dlq", "already"), ("orders-archive.fifo", "only to a standard queue")):
+        wrong = {"id": two.message_id, "near": "1", "op": "move", "destination": destination, "csrf": token}
+        refused = browser.request("POST", path, wrong)
+        assert refused.status == 400 and said in refused.text, refused.text[-400:]
     # A move needs SendMessage on where it goes: a policy that denies it refuses, nothing moves.
     api = json_client(server.url)
     url = api.get_queue_url(QueueName="orders")["QueueUrl"]

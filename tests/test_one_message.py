@@ -332,3 +332,14 @@ def test_the_script_and_the_client_agree_on_the_window() -> None:
     assert f"local WINDOW = {NEAR_WINDOW} " in body
     assert f"local near = int_arg(ARGV[3], 0, {MAX_NEAR})" in body
     assert f"ARGV[3] near (0-{MAX_NEAR})" in body
+
+
+def test_a_standard_queue_s_message_cannot_move_to_a_fifo_queue(client: smq.Client) -> None:
+    dlq = client.create_queue("jobs-dlq")
+    client.create_queue("elsewhere.fifo")
+    dlq.send("no group")
+    (message,) = dlq.peek()
+    with pytest.raises(smq.InvalidParameter, match="only to a standard queue"):
+        dlq.move_message(message.message_id, "elsewhere.fifo")
+    assert [m.body for m in dlq.peek()] == ["no group"]
+    assert client.queue("elsewhere.fifo").attributes().visible == 0

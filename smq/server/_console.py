@@ -320,7 +320,7 @@ def _read_details(client: Client, queues: list[tuple[QueueRow, Queue, bool]]) ->
         try:
             sources = client.dead_letter_sources(queue.name, limit=1) if may_list else []
             consumers = queue.consumers()
-            _, samples = read_history(client, queue.keys, HISTORY_KEPT, MINUTE)
+            now, samples = read_history(client, queue.keys, HISTORY_KEPT, MINUTE)
         except SmqError:
             continue
         rates = None
@@ -333,7 +333,8 @@ def _read_details(client: Client, queues: list[tuple[QueueRow, Queue, bool]]) ->
         found[row.name] = RowDetails(
             dead_letter=bool(sources),
             consumers=sum(1 for consumer in consumers if live_consumers(consumer)),
-            trend=[sample.visible + sample.in_flight for sample in samples],
+            trend=[(sample.at, sample.visible + sample.in_flight) for sample in samples],
+            now=now,
             rates=rates,
         )
     return found

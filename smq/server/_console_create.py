@@ -27,7 +27,7 @@ NUMBERS = (
     ("DelaySeconds", "Delivery delay", "seconds, 0 to 900; default 0"),
     ("ReceiveMessageWaitTimeSeconds", "Receive message wait time", "seconds, 0 to 20; default 0"),
     ("MessageRetentionPeriod", "Message retention period", "seconds, 60 to 1,209,600; default 345,600"),
-    ("MaximumMessageSize", "Maximum message size", "bytes, 1,024 to 1,048,576; default 262,144"),
+    ("MaximumMessageSize", "Maximum message size", "bytes, 1,024 to 1,048,576; default 1,048,576"),
 )
 
 
@@ -97,6 +97,7 @@ class CreatePages:
         name = form.get("name", "").strip()
         try:
             attributes = await self._attributes(context, form)
+            existed = await self._exists(context, name)
             await self.console.act(context, "CreateQueue", {"QueueName": name, "Attributes": attributes})
         except SqsError as error:
             if error.code == "AccessDenied":
@@ -104,7 +105,16 @@ class CreatePages:
             names = await self.console.queue_names(context)
             csrf = self.console.sessions.csrf_token(session)
             return self.console.html(create_page(csrf, names, form, error.message), status=400)
-        raise web.HTTPSeeOther(f"/console/queues/{quote(name)}?done=created")
+        raise web.HTTPSeeOther(f"/console/queues/{quote(name)}?done={'exists' if existed else 'created'}")
+
+    async def _exists(self, context: Any, name: str) -> bool:
+        """Whether the key's account has a queue ``name`` (CreateQueue succeeds on one whose
+        attributes match: the page says it changed nothing)."""
+        try:
+            await self.console.act(context, "GetQueueUrl", {"QueueName": name})
+        except SqsError:
+            return False
+        return True
 
     async def _attributes(self, context: Any, form: Mapping[str, str]) -> dict[str, str]:
         """CreateQueue's attributes from the form: only the fields filled in."""

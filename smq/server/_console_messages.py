@@ -40,9 +40,13 @@ class Query:
         state = query.get("state", "visible")
         field = query.get("in", "body")
         try:
-            offset = min(max(int(query.get("offset", "0")), 0), MAX_PEEK_OFFSET)
+            if query.get("from", "").strip():  # the form's message number, counted from 1
+                offset = int(query["from"]) - 1
+            else:
+                offset = int(query.get("offset", "0"))
         except ValueError:
             offset = 0
+        offset = min(max(offset, 0), MAX_PEEK_OFFSET)
         return cls(
             state=state if state in dict(STATES) else "visible",
             offset=offset,
@@ -258,9 +262,16 @@ def _summary(shown: Shown, query: Query, looked: Looked) -> str:
         )
     if not looked.messages:
         return ""
+    expired = (
+        " A message whose timeout has run out stays listed here, as stored, until a receive takes it "
+        "back: it counts as visible already."
+        if query.state == "in_flight"
+        else ""
+    )
     return (
         f"<p class=muted>Messages {looked.start + 1:,} to {looked.end:,} of about {shown.total:,} "
-        f"{state}, in the order {'receives take them' if query.state == 'visible' else 'they fall due'}.</p>"
+        f"{state}, in the order {'receives take them' if query.state == 'visible' else 'they fall due'}."
+        f"{expired}</p>"
     )
 
 
@@ -277,7 +288,7 @@ def search_form(shown: Shown, query: Query) -> str:
         f"<div><label for=search-q>for <span class=muted>(attribute: name or name=value)</span></label>"
         f'<input id=search-q name=q value="{escape(query.text)}" size=24></div>'
         "<div><label for=go-to>from message number</label>"
-        f'<input id=go-to name=offset type=number min=0 value="{query.offset}"></div>'
+        f'<input id=go-to name=from type=number min=1 value="{query.offset + 1}"></div>'
         "<button type=submit>Look</button></form>"
     )
 

@@ -35,7 +35,8 @@ class RowDetails:
 
     dead_letter: bool  # another queue's redrive policy names it
     consumers: int | None  # consumers seen in the last minute; None: not readable
-    trend: Sequence[int]  # visible + in flight, a point a minute, the last hour
+    trend: Sequence[tuple[float, int]]  # (time, visible + in flight), a point a minute, the last hour
+    now: float  # the time the trend ends at (Redis's clock)
     rates: Mapping[str, float] | None  # sent, received, deleted per second, from the history
 
 
@@ -115,7 +116,8 @@ TABLE_NOTICES = {"deleted": "Queue deleted."}
 def _row(row: QueueRow, details: RowDetails | None) -> str:
     badge = " <span class=badge>DLQ</span>" if details and details.dead_letter else ""
     consumers = "" if details is None or details.consumers is None else str(details.consumers)
-    idle = details is not None and details.consumers == 0 and row.visible > 0
+    # A dead-letter queue normally has no consumer: not a backlog to flag.
+    idle = details is not None and details.consumers == 0 and row.visible > 0 and not details.dead_letter
     cells = (
         f'<td class=n>{row.visible}</td><td class=n>{row.in_flight}</td><td class="n wide">{row.delayed}</td>'
         f'<td class="n wide">{duration(row.oldest_age)}</td>'

@@ -192,7 +192,8 @@ class QueuePages:
         params = await self._queue_params(context, name)
         if form.get("confirm", "") != name:
             session, _ = self.console.session_of(request)
-            return self.console.html(confirm_page(name, self.console.sessions.csrf_token(session), "purge"))
+            csrf = self.console.sessions.csrf_token(session)
+            return self.console.html(confirm_page(name, csrf, "purge", typed=form.get("confirm")))
         return await self._do(request, context, name, "PurgeQueue", params, "purged")
 
     async def delete(self, request: web.Request) -> web.Response:
@@ -200,7 +201,8 @@ class QueuePages:
         params = await self._queue_params(context, name)
         if form.get("confirm", "") != name:
             session, _ = self.console.session_of(request)
-            return self.console.html(confirm_page(name, self.console.sessions.csrf_token(session), "delete"))
+            csrf = self.console.sessions.csrf_token(session)
+            return self.console.html(confirm_page(name, csrf, "delete", typed=form.get("confirm")))
         try:
             await self.console.act(context, "DeleteQueue", params)
         except SqsError as error:
@@ -241,8 +243,10 @@ class QueuePages:
         near = form.get("near", "0")
         destination = form.get("destination", "").strip()
         queue = context.queue(params)
+        if not near.isdigit():
+            return await self._again(request, context, name, query, "The message's place is not a number.")
+        position = int(near)
         try:
-            position = int(near)
             await authorize(context, self.console.service.policies, "DeleteMessage", params)
             if op == "delete":
                 done = await context.call(queue.discard, form.get("id", ""), near=position)
@@ -257,8 +261,6 @@ class QueuePages:
                 done = await context.call(queue.move_message, form.get("id", ""), to_name, near=position)
             else:
                 raise SqsError("InvalidParameterValue", "Delete, redrive or move: nothing else.")
-        except ValueError:
-            return await self._again(request, context, name, query, "The message's place is not a number.")
         except SmqError as error:
             return await self._again(request, context, name, query, from_core(error).message)
         except SqsError as error:

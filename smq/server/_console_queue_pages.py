@@ -34,6 +34,7 @@ NOTICES = {
     "released": "Message released: visible again.",
     "redrive": "Redrive started.",
     "created": "Queue created.",
+    "exists": "The queue exists already, with these attributes: nothing was changed.",
     "one-deleted": "Message deleted.",
     "one-moved": "Message moved.",
 }
@@ -269,8 +270,9 @@ def queue_page(view: QueueView, notice: str = "", error: str = "") -> str:
     )
 
 
-def confirm_page(name: str, csrf: str, action: str) -> str:
-    """The confirmation a purge or a delete asks for: type the queue's name."""
+def confirm_page(name: str, csrf: str, action: str, typed: str | None = None) -> str:
+    """The confirmation a purge or a delete asks for: type the queue's name (``typed``: what was
+    typed instead, said back)."""
     what = {
         "purge": (
             f"Purge {name}?",
@@ -295,6 +297,11 @@ def confirm_page(name: str, csrf: str, action: str) -> str:
     return page(
         title,
         f"<main><h1>{escape(title)}</h1>"
+        + (
+            f"<p class=error role=alert>“{escape(typed)}” is not the queue's name: nothing was done.</p>"
+            if typed is not None
+            else ""
+        )
         + _form(name, action, csrf, fields, f"<button type=submit>{button}</button>")
         + f'<p><a href="/console/queues/{quote(name)}">{keep}</a></p></main>',
     )

@@ -146,16 +146,25 @@
     }
     say(times.length - 1);
     let pointed = times.length - 1;
+    // The sample looked at (by pointer or keys) is kept by its time across redraws.
     function point(i) {
       pointed = Math.max(0, Math.min(times.length - 1, i));
       cursor.setAttribute("x1", x(times[pointed]));
       cursor.setAttribute("x2", x(times[pointed]));
+      figure.dataset.pointedAt = String(times[pointed]);
       say(pointed);
     }
     function leave() {
       cursor.setAttribute("x1", -10);
       cursor.setAttribute("x2", -10);
+      delete figure.dataset.pointedAt;
       say(times.length - 1);
+    }
+    const kept = Number(figure.dataset.pointedAt);
+    if (kept && times.length) {
+      let best = 0;
+      times.forEach((t, i) => { if (Math.abs(t - kept) < Math.abs(times[best] - kept)) { best = i; } });
+      point(best);
     }
     hover.addEventListener("pointermove", (event) => {
       if (!times.length) { return; }
@@ -175,16 +184,20 @@
       } else if (event.key === "End") { point(times.length - 1); } else { return; }
       event.preventDefault();
     };
-    plot.onblur = leave;
+    plot.onblur = () => { if (!plot.matches(":hover")) { leave(); } };
   }
 
-  function sparkline(values) {
-    const line = svg("svg", {viewBox: "0 0 60 16", class: "trend", "aria-hidden": "true"});
-    if (values.length < 2) { return line; }
-    const top = Math.max(1, ...values);
-    const step = 60 / (values.length - 1);
-    line.append(svg("polyline", {points: values.map((v, j) =>
-      (j * step).toFixed(1) + "," + (15 - 14 * v / top).toFixed(1)).join(" ")}));
+  // The last hour of (time, depth) points, each at its time: a queue sampled for ten minutes
+  // draws in the last sixth of the width. Its peak is in the tooltip.
+  function sparkline(points, now) {
+    const line = svg("svg", {viewBox: "0 0 60 16", class: "trend", role: "img"});
+    if (!points.length) { return line; }
+    const top = Math.max(1, ...points.map((p) => p[1]));
+    const x = (at) => Math.max(0, 60 - (now - at) / HOUR * 60);
+    const drawn = points.map((p) => x(p[0]).toFixed(1) + "," + (15 - 14 * p[1] / top).toFixed(1));
+    if (drawn.length === 1) { drawn.push("60," + drawn[0].split(",")[1]); }
+    line.append(svg("title", {}, "last hour: at most " + short(top) + " visible and in flight"));
+    line.append(svg("polyline", {points: drawn.join(" ")}));
     return line;
   }
 
@@ -204,6 +217,7 @@
         const kept = {
           at: now, counters: q.counters,
           trend: q.trend || before.trend || [],
+          now: q.now || before.now || Date.now() / 1000,
           consumers: q.consumers === undefined ? before.consumers : q.consumers,
           dead_letter: q.dead_letter === undefined ? before.dead_letter : q.dead_letter,
         };
@@ -229,11 +243,11 @@
           badge.textContent = "DLQ";
           type.append(badge);
         }
-        const idle = kept.consumers === 0 && q.visible > 0;
+        const idle = kept.consumers === 0 && q.visible > 0 && !kept.dead_letter;  // a DLQ: no one, normally
         const consumers = cell(kept.consumers === undefined || kept.consumers === null ? "" : String(kept.consumers), "n");
         if (idle) { consumers.textContent = "none"; consumers.className = "n warn"; tr.className = "alert"; }
         const trend = cell("", "t wide");
-        trend.append(sparkline(kept.trend));
+        trend.append(sparkline(kept.trend, kept.now));
         const shown = (key) => { const r = rate(key); return r === null || r === undefined ? "" : short(r); };
         tr.append(name, type, cell(String(q.visible), "n"), cell(String(q.in_flight), "n"),
           cell(String(q.delayed), "n wide"), cell(age(q.oldest_age), "n wide"),
