@@ -228,7 +228,8 @@ def test_the_queue_page_shows_counts_attributes_and_messages_escaped(
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; more" in page.text and "<b>bold" not in page.text
     counts = browser.request("GET", "/console/api/queue/orders")
     assert counts.status == 200 and '"visible": 1' in counts.text
-    assert browser.request("GET", "/console/queues/no-such-queue").status == 404
+    missing = browser.request("GET", "/console/queues/no-such-queue")
+    assert missing.status == 404 and "<a href=/console>All queues</a>" in missing.text
 
 
 def test_send_from_the_form_and_not_without_the_token(console: tuple[Browser, smq.Client]) -> None:

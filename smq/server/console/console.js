@@ -67,11 +67,14 @@
   const clock = (at, seconds) => new Date(at * 1000).toLocaleTimeString([],
     seconds ? {hour: "2-digit", minute: "2-digit", second: "2-digit"} : {hour: "2-digit", minute: "2-digit"});
 
-  // The smallest of 1, 2, 2.5 or 5 times a power of ten at or above `value`.
-  function roundUp(value) {
+  // The smallest of 1, 2, 2.5 or 5 times a power of ten at or above `value` (no 2.5 for
+  // counts: their axis shows whole numbers).
+  function roundUp(value, whole) {
     if (!(value > 0)) { return 1; }
     const power = Math.pow(10, Math.floor(Math.log10(value)));
-    for (const m of [1, 2, 2.5, 5, 10]) { if (m * power >= value * 0.9999) { return m * power; } }
+    for (const m of whole ? [1, 2, 5, 10] : [1, 2, 2.5, 5, 10]) {
+      if (m * power >= value * 0.9999) { return m * power; }
+    }
     return 10 * power;
   }
 
@@ -96,14 +99,15 @@
 
   // Draws one chart of the last hour: a time axis, a value axis with its unit, a line per
   // series (broken where samples are missing), and the values under the pointer.
-  function drawChart(figure, history, series, labels, unit) {
+  function drawChart(figure, history, series, labels, unit, whole) {
     const W = 600, H = 190, L = 50, R = 10, T = 24, B = 24;
     const plot = figure.querySelector("svg.chart");
     const readout = figure.querySelector(".readout");
     const end = history.now;
     const start = end - HOUR;
     const shown = series.map((points) => points.filter((p) => p[0] >= start - history.step));
-    const top = roundUp(Math.max(0, ...shown.flat().map((p) => p[1])));
+    let top = roundUp(Math.max(0, ...shown.flat().map((p) => p[1])), whole);
+    if (whole && top % 2) { top += 1; }  // counts: whole numbers on the middle line too
     const x = (at) => L + (at - start) / HOUR * (W - L - R);
     const y = (value) => T + (1 - value / top) * (H - T - B);
     const parts = [svg("text", {x: 4, y: 11}, unit)];
@@ -326,7 +330,7 @@
             const names = kind === "depth" ? ["visible", "in_flight", "delayed"] : ["sent", "received", "deleted"];
             const labels = kind === "depth" ? ["visible", "in flight", "delayed"] : ["sent", "received", "deleted"];
             drawChart(figure, history, seriesOf(history, names, kind === "rates"), labels,
-              kind === "depth" ? "messages" : "messages / s");
+              kind === "depth" ? "messages" : "messages / s", kind === "depth");
           }
         }
       }
