@@ -26,7 +26,7 @@ from ._actions import ACTIONS
 from ._authorize import after, authorize
 from ._console_create import CreatePages
 from ._console_pages import SCRIPT, STYLE, QueueRow, RowDetails, queues_page, sign_in_page
-from ._console_queue import QueuePages, live_consumers
+from ._console_queue import QueuePages, is_live
 from ._console_refusal import MISSING, refusal
 from ._console_sessions import COOKIE, SESSION_SECONDS, Session, Sessions
 from ._context import Context
@@ -332,7 +332,7 @@ def _read_details(client: Client, queues: list[tuple[QueueRow, Queue, bool]]) ->
             }
         found[row.name] = RowDetails(
             dead_letter=bool(sources),
-            consumers=sum(1 for consumer in consumers if live_consumers(consumer)),
+            consumers=sum(1 for consumer in consumers if is_live(consumer)),
             trend=[(sample.at, sample.visible + sample.in_flight) for sample in samples],
             now=now,
             rates=rates,

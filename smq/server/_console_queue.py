@@ -11,6 +11,7 @@ the API's checks; one dead-lettered message is deleted or moved by the core's ``
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlsplit
@@ -39,7 +40,7 @@ LIVE = 60.0  # seconds since its last heartbeat within which a consumer counts a
 SHOWN_CONSUMERS = 50
 
 
-def live_consumers(consumer: Consumer) -> bool:
+def is_live(consumer: Consumer) -> bool:
     """Whether ``consumer`` beat recently enough to count as receiving now."""
     return consumer.age <= LIVE
 
@@ -67,14 +68,13 @@ def consumer_json(consumer: Consumer) -> dict[str, Any]:
         "who": who,
         "detail": detail,
         "age": round(consumer.age, 1),
-        "live": live_consumers(consumer),
+        "live": is_live(consumer),
     }
 
 
 def history_json(now: float, samples: list[Sample]) -> dict[str, Any]:
     """A history as the page's charts read it: fields once, then one row per sample."""
-    fields = ("at", "visible", "in_flight", "delayed", "sent", "received", "deleted",
-              "visibility_expired", "dead_lettered")  # fmt: skip
+    fields = [field.name for field in dataclasses.fields(Sample)]
     return {
         "now": now,
         "step": HISTORY_STEP,
@@ -369,16 +369,18 @@ class QueuePages:
             consumers = await context.call(queue.consumers, SHOWN_CONSUMERS)
         except SmqError as error:
             raise from_core(error) from None
+        dead_letter = await self._is_dead_letter(context, params)
         return QueueView(
             name=name,
             url=params["QueueUrl"],
             attributes=attributes,
             query=query,
             looked=looked,
-            dead_letter=await self._is_dead_letter(context, params),
+            dead_letter=dead_letter,
             csrf=self.console.sessions.csrf_token(session),
             may_look=may_look,
-            names=await self.console.queue_names(context),
+            # Only a dead-letter queue's forms name another queue (redrive, move).
+            names=await self.console.queue_names(context) if dead_letter else (),
             consumers=[consumer_json(consumer) for consumer in consumers],
         )
 
