@@ -25,7 +25,7 @@ from .._queue import Queue
 from ._actions import ACTIONS
 from ._authorize import after, authorize
 from ._console_create import CreatePages
-from ._console_pages import SCRIPT, STYLE, QueueRow, RowDetails, queues_page, sign_in_page
+from ._console_pages import QueueRow, RowDetails, asset, queues_page, sign_in_page
 from ._console_queue import QueuePages, is_live
 from ._console_refusal import MISSING, refusal
 from ._console_sessions import COOKIE, SESSION_SECONDS, Session, Sessions
@@ -69,7 +69,9 @@ class Console:
         CreatePages(self).add_routes(router)
 
     async def style(self, request: web.Request) -> web.Response:
-        return web.Response(text=STYLE, content_type="text/css", headers={"Cache-Control": "max-age=300"})
+        return web.Response(
+            text=asset("console.css"), content_type="text/css", headers={"Cache-Control": "max-age=300"}
+        )
 
     async def sign_in_form(self, request: web.Request) -> web.Response:
         if not self.sessions.signs_in:
@@ -142,7 +144,7 @@ class Console:
 
     async def script(self, request: web.Request) -> web.Response:
         return web.Response(
-            text=SCRIPT, content_type="text/javascript", headers={"Cache-Control": "max-age=300"}
+            text=asset("console.js"), content_type="text/javascript", headers={"Cache-Control": "max-age=300"}
         )
 
     # -- helpers -------------------------------------------------------------------------------

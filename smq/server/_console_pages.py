@@ -1,7 +1,8 @@
-"""The console's pages: server-rendered HTML (every value escaped) and its one style sheet."""
+"""The console's pages: server-rendered HTML (every value escaped), and its style sheet and script."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -9,9 +10,11 @@ from html import escape
 from importlib.resources import files
 from urllib.parse import quote
 
-_ASSETS = files(__package__).joinpath("console")
-STYLE = _ASSETS.joinpath("console.css").read_text(encoding="utf-8")
-SCRIPT = _ASSETS.joinpath("console.js").read_text(encoding="utf-8")
+
+@functools.cache
+def asset(name: str) -> str:
+    """The console's style sheet or script (``console.css``, ``console.js``), read at first use."""
+    return files(__package__).joinpath("console", name).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
