@@ -22,8 +22,9 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import NoPermissionError
 
-from ._errors import BackendError, Unavailable
+from ._errors import BackendError
 from ._keys import PREFIX, QueueKeys
+from ._redis_errors import refusal_error, refusal_kind
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -57,6 +58,10 @@ when it starts, and again after a MOVED reply or a lost node), the command
 table (read once when it starts, to find the keys of commands), ASKING
 (before a command redirected to a slot being migrated), and sharded Pub/Sub
 (long-poll wake-ups on the queue's node, Redis 7 and later)."""
+
+_ACL_REFUSALS = ("NOPERM", "no permissions to run")
+"""How Redis (``NOPERM``) and Valkey (``ACL failure in script: ... no permissions``) word a
+command the user may not run, inside a script."""
 
 PROBE = "!access"
 """The queue name the access check writes under: no queue can have it (in a
@@ -99,12 +104,15 @@ def check_access(client: Client) -> None:
         reply = client._scripts.run("check_access", keys, ["", keys.wake_channel])
         if reply[0] != 0:
             detail = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
-            if "READONLY" in detail:
-                # Not a missing permission: the node is a replica (demoted by a failover?).
-                raise Unavailable(
-                    f"the Redis node is a read-only replica, so the script did not run ({detail})"
-                )
-            raise _refused(detail, cluster)
+            if any(words in detail for words in _ACL_REFUSALS):
+                raise _refused(detail, cluster)
+            kind = refusal_kind(detail)
+            if kind is not None:
+                # Not a permission: Redis refuses writes now (full, a failing disk, a replica).
+                # The probe's first command writes, so nothing was written.
+                limit = client._eviction.limit_text() if client._eviction is not None else ""
+                raise refusal_error(kind, "the check of the Redis user's commands", detail, limit)
+            raise BackendError(f"the check of the Redis user's commands failed: {detail}")
 
 
 def node_serving(nodes: Any, queue: str) -> str:

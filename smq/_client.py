@@ -24,7 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from . import _declared, _move_tasks, _upgrade
-from ._access import acl_hint, check_access, refusal
+from ._access import PROBE, acl_hint, check_access, refusal
 from ._config import (
     QueueConfig,
     check_dead_letter_target,
@@ -46,6 +46,7 @@ from ._errors import (
     UnsafeRedisConfig,
     error_for,
 )
+from ._eviction import EvictionWatch, read_memory
 from ._health import RedisHealth, read_health
 from ._keys import REGISTRY, QueueKeys
 from ._legacy import old_consumers_seen
@@ -53,13 +54,13 @@ from ._move_tasks import MoveTask
 from ._moves import recover, redrive
 from ._names import MAX_QUALIFIED, NAME_CHARACTERS, SEPARATOR
 from ._queue import Queue
-from ._redis_errors import refused
+from ._redis_errors import refusal_error, refusal_kind, refused
 from ._replicas import (
+    READ_ONLY,
     NotReplicated,
     check_wait,
     decide_wait,
     note_not_replicated,
-    refused_for_replicas,
     wait_of,
     warn_deposable,
 )
@@ -174,6 +175,8 @@ class Client:
         self._waker = Waker(self._make_pubsub)
         self._layouts = Layouts(self)
         self._checked = False
+        # The eviction policy, read again while the client runs (None: eviction allowed).
+        self._eviction = None if self.settings.allow_eviction else EvictionWatch()
         self._warned_layout = False
         self._now_ms_override: int | None = None  # tests only: replaces Redis TIME
 
@@ -499,6 +502,27 @@ class Client:
         """
         return _move_tasks.run(self, owner, lease, deadline)
 
+    def check_writable(self) -> None:
+        """Raise unless smq can write to Redis now; what ``smq serve``'s ``/ready`` asks.
+
+        Reads the eviction policy afresh and writes (then deletes) probe keys
+        no queue uses, on every primary: raises ``EvictionPolicyUnsafe``,
+        ``RedisOutOfMemory``, ``RedisCannotPersist`` (a failing disk),
+        ``RedisReadOnly``, ``TooFewReplicas``, ``Unavailable`` (no
+        connection) or another ``BackendError``.
+        """
+        if self._eviction is not None:
+            self._eviction.suspect()
+        self._before_call(False)
+        self._at_boundary("the write check", PROBE, check_access, self)
+
+    def _require_noeviction(self) -> None:
+        """Refuse writes under the volatile-* policies too: for a caller whose own keys carry a
+        TTL that must last (the Spark stream's records of its micro-batches)."""
+        if self._eviction is not None:
+            self._eviction.strict = True
+            self._eviction.suspect()
+
     def redis_health(self) -> list[RedisHealth]:
         """Memory, eviction policy and persistence of the Redis servers holding the queues.
 
@@ -523,8 +547,7 @@ class Client:
 
     def run(self, script: str, keys: QueueKeys, args: Sequence[Any], *, queue: str, tolerate: int = 0) -> Any:
         """Run a script; raise the error its status names (but ``tolerate``)."""
-        if not self._checked:
-            self._check_redis()
+        self._before_call(script in READ_ONLY)
         reply = self._at_boundary(script, queue, self._scripts.run, script, keys, args)
         return self._status_checked(reply, queue, tolerate)
 
@@ -538,8 +561,7 @@ class Client:
         self, calls: Sequence[tuple[str, QueueKeys, Sequence[Any]]], *, queue: str, tolerate: int = 0
     ) -> list[Any]:
         """Run scripts of one queue in one write to Redis; raise the first error a status names."""
-        if not self._checked:
-            self._check_redis()
+        self._before_call(all(name in READ_ONLY for name, _, _ in calls))
         replies: list[Any] = self._at_boundary(_Named(calls), queue, self._scripts.run_many, calls)
         for reply in replies:
             if reply[0] < 0 and reply[0] != tolerate:
@@ -548,14 +570,12 @@ class Client:
 
     def _write(self, what: str, queue: str, key: str, *command: Any) -> Any:
         """Send one command that changes ``key`` (an index of queues), waited for as scripts are."""
-        if not self._checked:
-            self._check_redis()
+        self._before_call(False)
         return self._at_boundary(what, queue, self._scripts.write, key, *command)
 
     def _read(self, what: str, queue: str, key: str, *command: Any) -> Any:
         """Send one command that only reads ``key``; no answer is Unavailable (it changed nothing)."""
-        if not self._checked:
-            self._check_redis()
+        self._before_call(True)
         try:
             return self._scripts.read(key, *command)
         except (RedisConnectionError, RedisTimeoutError) as error:
@@ -565,25 +585,75 @@ class Client:
                 raise Unavailable(f"{what} of queue {queue!r}: {error}") from error
             raise BackendError(f"{what} of queue {queue!r}: {error}") from error
 
+    def _before_call(self, only_reads: bool) -> None:
+        """The checks before a call: Redis's, at the client's first call; the eviction policy's,
+        again when due (see ``smq._eviction``). A write is refused while the policy is unsafe."""
+        watch = self._eviction
+        if watch is None:
+            if not self._checked:
+                self._check_redis()
+            return
+        due = watch.claim()
+        if not self._checked:
+            if due or watch.refusal is None:
+                self._check_redis(only_reads)
+        elif due:
+            self._read_eviction_policy()
+        if watch.refusal is not None and not only_reads:
+            raise watch.error()
+
+    def _read_eviction_policy(self) -> None:
+        """Read the eviction policy of every server again (the client's writes wait for it)."""
+        assert self._eviction is not None
+        try:
+            readings = read_memory(self._redis)
+        except (RedisError, RedisClusterException) as error:
+            self._eviction.suspect()
+            raise Unavailable(
+                f"the check of Redis's eviction policy did not complete, so the call was not sent: {error}"
+            ) from error
+        self._eviction.note(readings)
+
+    def _loop_may_write(self) -> bool:
+        """Whether the event loop may send a write itself: the first call's checks are done, and
+        the eviction policy was safe when last read (``_reread_if_due`` reads it in a thread)."""
+        watch = self._eviction
+        return self._checked and (watch is None or watch.refusal is None)
+
+    def _reread_due(self) -> bool:
+        """Whether the eviction policy is due to be read again before the next write."""
+        return self._checked and self._eviction is not None and self._eviction.due()
+
+    def _reread_if_due(self) -> None:
+        """Read the eviction policy again if that is due (blocking: the event loop's thread hop)."""
+        if self._eviction is not None and self._eviction.claim():
+            self._read_eviction_policy()
+
     def _at_boundary(self, what: str | _Named, queue: str, function: Any, *args: Any) -> Any:
         try:
             return function(*args)
         except NotReplicated as error:
             note_not_replicated(str(what), queue, error)
             raise OutcomeUnknown(f"{what} on queue {queue!r}: {error}") from error
-        except (RedisConnectionError, RedisTimeoutError) as error:
-            if _not_run(error):
-                raise Unavailable(f"{what} on queue {queue!r} did not run: {error}") from error
-            raise OutcomeUnknown(f"{what} on queue {queue!r}: {error}") from error
         except RedisError as error:
-            if refused(error):
-                raise Unavailable(f"{what} on queue {queue!r} did not run: {error}") from error
-            if refused_for_replicas(error):
-                raise Unavailable(
-                    f"{what} on queue {queue!r} did not run: the primary has too few replicas "
-                    f"to keep it through a failover ({error})"
-                ) from error
-            raise BackendError(f"{what} on queue {queue!r}: {error}") from error
+            if self._eviction is not None:
+                self._eviction.suspect()  # a failover, a restart, a full Redis: read the policy again
+            raise self._backend_error(f"{what} on queue {queue!r}", error) from error
+
+    def _backend_error(self, what: str, error: RedisError) -> BackendError:
+        """The error of a call ``what`` (``send on queue 'jobs'``) that failed with ``error``."""
+        if isinstance(error, (RedisConnectionError, RedisTimeoutError)):
+            if not _not_run(error):
+                return OutcomeUnknown(f"{what}: {error}")
+            # Not sent, or refused unrun by a replica (the text says so already).
+            return (refusal_kind(error) or Unavailable)(f"{what} did not run: {error}")
+        if refused(error):
+            return Unavailable(f"{what} did not run: {error}")
+        kind = refusal_kind(error)
+        if kind is not None:
+            limit = self._eviction.limit_text() if self._eviction is not None else ""
+            return refusal_error(kind, what, str(error), limit)
+        return BackendError(f"{what}: {error}")
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -602,23 +672,34 @@ class Client:
         except RedisError as error:
             if refused(error):
                 raise Unavailable(str(error)) from error
+            kind = refusal_kind(error)
+            if kind is not None:
+                raise refusal_error(kind, "the call", str(error)) from error
             raise BackendError(str(error)) from error
 
     def _now_arg(self) -> str:
         return "" if self._now_ms_override is None else str(self._now_ms_override)
 
-    def _check_redis(self) -> None:
+    def _check_redis(self, only_reads: bool = False) -> None:
+        """What the client checks before its first call: the eviction policy, which Pub/Sub
+        wake-ups use, whether to wait for replicas, and the ACL (by writes to probe keys,
+        left for the first write while the policy is unsafe: ``only_reads`` go on meanwhile)."""
         hint = acl_hint(isinstance(self._redis, RedisCluster))
         try:
             sharding = isinstance(self._redis, RedisCluster) and self.settings.sharded_pubsub is not False
             needed = sharding or not self.settings.allow_eviction
             healths = self.redis_health() if needed else []
-            self._check_eviction(healths)
             self._scripts.sharded = self._use_sharded_pubsub(healths)
             if self.settings.wait_replicas is None:
                 seen = healths if needed else self._replica_health()
                 self._scripts.set_wait(decide_wait(self.settings, seen))
             warn_deposable(self._scripts.wait, healths)
+            if self._eviction is not None:
+                self._eviction.note(healths)
+                if self._eviction.refusal is not None:
+                    if only_reads:
+                        return  # the access check writes: it waits for a safe policy
+                    raise self._eviction.error()
             check_access(self)
             check_wait(self)
         except NoPermissionError as error:  # NOPERM on EVALSHA or SCRIPT LOAD themselves
@@ -660,17 +741,6 @@ class Client:
                 f"sharded Pub/Sub needs Redis 7 or later on every primary; {old.node} runs {old.version}"
             )
         return False
-
-    def _check_eviction(self, healths: list[RedisHealth]) -> None:
-        if self.settings.allow_eviction:
-            return
-        for health in healths:
-            policy = health.maxmemory_policy
-            if policy != "noeviction":
-                raise UnsafeRedisConfig(
-                    f"Redis maxmemory-policy is {policy!r}: it may evict queue data. "
-                    "Set it to 'noeviction', or pass Settings(allow_eviction=True) to accept the risk"
-                )
 
     def _check_dead_letter_target(self, name: str, config: QueueConfig, *, sharded: bool = False) -> None:
         check_dead_letter_target(name, config, sharded=sharded)

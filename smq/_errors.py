@@ -32,12 +32,21 @@
     │                                    or a task no longer running (cancel)
     ├── MoveTaskActive                   the source queue has an active move task
     ├── UnsupportedLayout                the queue's data is in a newer layout
-    ├── UnsafeRedisConfig                maxmemory-policy may evict queue data
+    ├── UnsafeRedisConfig                Redis is set up so that smq cannot keep
+    │                                    its promises (see EvictionPolicyUnsafe)
     ├── LeaseLost                        a worker no longer holds the message
     └── BackendError                     Redis unreachable or failing
-        ├── Unavailable                  the call surely did not run (no
-        │                                connection, or Redis still loading):
-        │                                retry it
+        ├── Unavailable                  the call surely did not run: retry it
+        │   │                            (no connection, Redis still loading, or
+        │   │                            Redis refused it before it wrote anything)
+        │   ├── RedisOutOfMemory         OOM: used memory is over maxmemory
+        │   ├── RedisCannotPersist       MISCONF: Redis cannot write its AOF or
+        │   │                            RDB file (a full disk?)
+        │   ├── RedisReadOnly            READONLY: the node is a replica
+        │   ├── TooFewReplicas           NOREPLICAS: min-replicas-to-write unmet
+        │   └── EvictionPolicyUnsafe     maxmemory-policy may evict queue data:
+        │                                writes refused until it is safe (also
+        │                                an UnsafeRedisConfig)
         └── OutcomeUnknown               connection lost mid-call: the script
                                          may or may not have run
 """
@@ -229,7 +238,12 @@ class OldClientsPresent(SmqError):
 
 
 class UnsafeRedisConfig(SmqError):
-    """Redis is configured so that it may evict queue data."""
+    """Redis is configured so that smq cannot keep its promises on it.
+
+    An eviction policy that may drop queue data (``EvictionPolicyUnsafe``), or
+    a setting a client asked for that the server lacks (sharded Pub/Sub before
+    Redis 7, ``wait_aof`` without WAITAOF or the append-only file).
+    """
 
 
 class LeaseLost(SmqError):
@@ -247,8 +261,50 @@ class Unavailable(BackendError):
     """Redis could not take the call, which surely did not run: retry it.
 
     Raised when no connection could be made (refused, no socket, connect
-    timeout) or Redis answered that it is still loading its data. Nothing was
-    written, so retrying is safe for every call, sends included.
+    timeout), Redis answered that it is still loading its data, or Redis
+    refused the call before it wrote anything; the subclasses name the
+    reasons Redis gives. Nothing was written, so retrying is safe for every
+    call, sends included.
+    """
+
+
+class RedisOutOfMemory(Unavailable):
+    """Redis is out of memory (``OOM``: used memory over ``maxmemory``, under a policy that
+    refuses writes rather than evict): the call wrote nothing.
+
+    Redis refuses a script only at its first write, and only when nothing has
+    been written yet in that script, so a refused call changed nothing and a
+    retry is safe. Calls that free memory (deletes, purges) still run. Free
+    memory (receive and delete, purge, shorter retention) or raise
+    ``maxmemory``.
+    """
+
+
+class RedisCannotPersist(Unavailable):
+    """Redis refuses writes because it cannot persist them (``MISCONF``): the append-only
+    file or the last RDB snapshot failed to write, most often a full disk. Nothing was
+    written; writes come back once Redis can write to disk again."""
+
+
+class RedisReadOnly(Unavailable):
+    """The Redis node is a read-only replica (``READONLY``: after a failover, or a URL that
+    names a replica): nothing was written. Retry: a client reaches the new primary."""
+
+
+class TooFewReplicas(Unavailable):
+    """The primary refuses writes for want of replicas (``NOREPLICAS``:
+    ``min-replicas-to-write``): nothing was written."""
+
+
+class EvictionPolicyUnsafe(UnsafeRedisConfig, Unavailable):
+    """Redis's ``maxmemory-policy`` may evict queue data, so smq refuses to write.
+
+    Checked when a client starts and at most a second apart while it runs
+    (and at once after an error): from the moment a client sees the policy
+    unsafe, each write raises this, without running, until the policy is
+    safe again (``noeviction``, or a ``volatile-*`` policy: see the operations
+    guide, "Redis settings smq relies on"). ``Settings(allow_eviction=True)``
+    accepts the risk.
     """
 
 

@@ -46,10 +46,11 @@ def read_health(redis_client: Any) -> list[RedisHealth]:
     if isinstance(redis_client, RedisCluster):
         replies = redis_client.info(target_nodes=RedisCluster.PRIMARIES)
         return [_health(node, info) for node, info in sorted(replies.items())]
-    return [_health(_node_name(redis_client), redis_client.info())]
+    return [_health(node_name(redis_client), redis_client.info())]
 
 
-def _node_name(redis_client: Any) -> str:
+def node_name(redis_client: Any) -> str:
+    """``host:port`` (or the socket path) of the server a single-node redis-py client talks to."""
     kwargs = redis_client.connection_pool.connection_kwargs
     if "path" in kwargs:
         return str(kwargs["path"])

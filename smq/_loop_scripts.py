@@ -47,7 +47,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._client import Client, _Named
 from ._redis_errors import reply_error
-from ._scripts import _REPLICA, NotSent
+from ._scripts import _REPLICA, NotSent, PartlyRun, _any_ran
 from ._steps import ScriptCall, ScriptCalls, Steps
 
 try:
@@ -190,6 +190,8 @@ class LoopScripts:
     async def run(self, call: ScriptCall) -> Any:
         """``Client.run`` for one script call."""
         client = self._client
+        if client._reread_due():
+            await self._hop(client._reread_if_due)  # INFO is blocking in redis-py: a thread
         command, slot = client._scripts._command(call.script, call.keys, call.args)
         node = self._loop_node(slot)
         if node is None:
@@ -210,6 +212,8 @@ class LoopScripts:
     async def run_many(self, calls: ScriptCalls) -> list[Any]:
         """``Client.run_many``: scripts of one queue written together, their replies in order."""
         client = self._client
+        if client._reread_due():
+            await self._hop(client._reread_if_due)
         commands = [client._scripts._command(script, keys, args) for script, keys, args in calls.calls]
         node = self._loop_node(commands[0][1])
         named = _Named(calls.calls)
@@ -224,12 +228,18 @@ class LoopScripts:
                 self._refresh_map()
             client._at_boundary(named, calls.queue, _raise, error)
             raise
+        ran = _any_ran(replies)
         for index, reply in enumerate(replies):
             if isinstance(reply, (NoScriptError, MovedError, AskError)):
                 # That one did not run (the others did): the blocking path runs it alone.
                 script, keys, args = calls.calls[index]
                 one = ScriptCall(script, keys, args, calls.queue, calls.tolerate)
                 replies[index] = await self._hop(one.run, client)
+            elif isinstance(reply, Exception) and ran:
+                # Refused (out of memory, say) after another of the same write ran: what ran
+                # is not known to the caller, as on the blocking path.
+                partly = PartlyRun(f"{reply} (another script of the same write ran)")
+                client._at_boundary(named, calls.queue, _raise, partly)
             elif isinstance(reply, ReadOnlyError):
                 not_run = NotSent(_REPLICA.format(error=reply))
                 client._at_boundary(named, calls.queue, _raise, not_run)
@@ -242,10 +252,11 @@ class LoopScripts:
     def _loop_node(self, slot: int) -> str | None:
         """The node to run a call of ``slot`` on from the loop; None for the blocking path: before
         the client's first call has checked Redis (eviction policy, ACL, whether to wait for
-        replicas), with replica waits (sent on the script's own connection), and for nodes this
-        module does not talk to."""
+        replicas), while the eviction policy is unsafe (the blocking path refuses writes), with
+        replica waits (sent on the script's own connection), and for nodes this module does not
+        talk to."""
         client = self._client
-        return self._node(slot) if client._checked and client._scripts.wait is None else None
+        return self._node(slot) if client._loop_may_write() and client._scripts.wait is None else None
 
     def _node(self, slot: int) -> str | None:
         """The name of the node that serves ``slot`` ("" for a single Redis), if this module talks to it."""

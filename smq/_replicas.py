@@ -20,7 +20,7 @@ every replica a failover could promote (``Wait.every``); where it has none,
 there is nothing to wait for. ``wait_replicas=0``
 is the explicit opt-out. A primary that refuses writes for want of replicas
 (``min-replicas-to-write``: ``NOREPLICAS``) ran nothing: the call is
-``Unavailable`` (see ``refused_for_replicas``).
+``TooFewReplicas``, an ``Unavailable`` (see ``smq._redis_errors``).
 """
 
 from __future__ import annotations
@@ -316,11 +316,6 @@ def warn_deposable(wait: Wait | None, healths: list[RedisHealth]) -> None:
                 health.node,
                 "" if wait is not None and wait.replicas else " (and this client does not wait for replicas)",
             )
-
-
-def refused_for_replicas(error: BaseException) -> bool:
-    """Whether Redis refused a write for want of replicas (``NOREPLICAS``): nothing ran."""
-    return isinstance(error, ResponseError) and "NOREPLICAS" in str(error)
 
 
 class NotReplicated(RedisError):

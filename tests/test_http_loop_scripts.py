@@ -91,9 +91,10 @@ def test_the_hot_actions_go_over_the_event_loops_connection(
     assert ran_on_loop >= 5 * rounds
     others = {c["id"]: _commands(c) for c in before if c["id"] != loop[0]["id"]}
     # tot-cmds counts the commands a script calls too: one script run elsewhere would be 5 or
-    # more. The others: the long-poll listener, the threads' (a look for move tasks each second).
+    # more. The others: the long-poll listener, the threads' (a look for move tasks each second,
+    # and the eviction policy's INFO memory, read again at most each second before writes).
     elsewhere = {i: (after[i]["cmd"], _commands(after[i]) - n) for i, n in others.items() if i in after}
-    assert sum(n for _, n in elsewhere.values()) <= 2 + elapsed, elsewhere
+    assert sum(n for _, n in elsewhere.values()) <= 2 + 2 * elapsed, elsewhere
     counts = api.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     # Each round sends 10 and deletes the 10 it received: "warm" or one other is left.
     assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"]) == (
@@ -198,7 +199,8 @@ def test_a_redis_that_stops_answering_is_an_unknown_outcome_then_the_server_goes
     # 10 s for the queue's layout (its 10 s cache ran out meanwhile: read in threads, at once),
     # 10 s for the connection; one after the other per request would be 40 s and more.
     assert waited < 28, waited
-    # Afterwards each call gets its own reply again, on a new connection of the loop.
+    # Afterwards each call gets its own reply again, on a new connection of the loop (the first
+    # reads the eviction policy again first, as after every Redis error: in a thread).
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -207,6 +209,7 @@ def test_a_redis_that_stops_answering_is_an_unknown_outcome_then_the_server_goes
         except ClientError:
             assert time.monotonic() < deadline
             time.sleep(0.1)
+    api.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
     (connection,) = [c for c in _connections(redis_server) if c.get("name") == CONNECTION_NAME]
     assert connection["id"] != stalled_connection["id"]
     bodies = set()

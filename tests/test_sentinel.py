@@ -192,5 +192,5 @@ def test_a_replica_refuses_writes_as_unavailable_not_as_unknown(sentinel: Embedd
     with smq.Client(sentinel.url) as client:
         client.create_queue("jobs")
     with smq.Client(replica.url) as client:
-        with pytest.raises(smq.Unavailable, match="read-only replica, so the script did not run"):
+        with pytest.raises(smq.RedisReadOnly, match="did not run: the Redis node is a read-only replica"):
             client.get_queue("jobs").send("to a replica")

@@ -161,7 +161,11 @@ def test_the_http_api_answers_503_while_redis_is_down(redis_dir: EmbeddedRedis, 
             assert response["Error"]["Message"] == UNAVAILABLE
         assert answers == {action: (503, "ServiceUnavailable") for action in calls}
         status, body = http_get(f"{server.url}/ready")
-        assert status == 503 and socket_path not in body and body == '{"status": "redis unavailable"}'
+        assert (
+            status == 503
+            and socket_path not in body
+            and body == '{"status": "not ready", "reason": "Redis does not answer"}'
+        )
         logs = server.logs()
         assert "Traceback" not in logs
         assert socket_path in logs  # the operator's log keeps the detail

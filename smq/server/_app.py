@@ -22,7 +22,15 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from .._client import Client
-from .._errors import SmqError
+from .._errors import (
+    EvictionPolicyUnsafe,
+    RedisCannotPersist,
+    RedisOutOfMemory,
+    RedisReadOnly,
+    SmqError,
+    TooFewReplicas,
+    Unavailable,
+)
 from .._history import HISTORY_QUEUES, HISTORY_STEP, sample_queues
 from .._loop_polls import LongPolls
 from .._loop_scripts import LoopScripts
@@ -85,6 +93,17 @@ class Service:
         self._move_tasks = asyncio.create_task(self._run_move_tasks())
         self._history = asyncio.create_task(self._keep_history())
         self._consumer_beats = asyncio.create_task(self._beat_consumers())
+
+    async def check_writable_at_start(self) -> None:
+        """Say at once, in the log, when smq cannot write to Redis: it serves all the same (reads,
+        and writes once Redis takes them), with ``/ready`` 503 meanwhile."""
+        try:
+            await asyncio.wait_for(self.call(self.client.check_writable), READY_TIMEOUT)
+        except (SmqError, asyncio.TimeoutError) as error:
+            log.error(
+                "smq serve cannot write to Redis now, so /ready answers 503 until it can: %s",
+                str(error) or f"no answer from Redis within {READY_TIMEOUT:g} s",
+            )
 
     async def stop(self) -> None:
         self.closing = True
@@ -405,16 +424,34 @@ class Service:
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def ready(self, request: web.Request) -> web.Response:
-        """Readiness: not stopping, and Redis answers."""
+        """Readiness: not stopping, and smq can write to Redis now (``Client.check_writable``:
+        the eviction policy read afresh, and a write of probe keys on every primary)."""
         if self.closing:
             return web.json_response({"status": "stopping"}, status=503)
         try:
-            await asyncio.wait_for(self.call(self.client.list_queues, "", limit=1), 2.0)
+            await asyncio.wait_for(self.call(self.client.check_writable), READY_TIMEOUT)
         except (SmqError, asyncio.TimeoutError) as error:
-            # The detail (the Redis address, a TLS error) is the operator's: the log has it.
-            public_text("ServiceUnavailable", f"/ready: {error or 'no answer from Redis within 2 s'}")
-            return web.json_response({"status": "redis unavailable"}, status=503)
+            # The detail (the Redis address, which setting, a TLS error) is the operator's: the
+            # log has it; the answer says only which kind of trouble.
+            detail = str(error) or f"no answer from Redis within {READY_TIMEOUT:g} s"
+            public_text("ServiceUnavailable", f"/ready: {detail}")
+            return web.json_response({"status": "not ready", "reason": _not_ready_reason(error)}, status=503)
         return web.json_response({"status": "ready", "in_flight": self.in_flight})
+
+
+READY_TIMEOUT = 2.0
+"""Seconds ``/ready`` waits for Redis before it says not ready."""
+
+# What ``/ready`` says of each kind of trouble (the log says the rest).
+_REFUSING = (EvictionPolicyUnsafe, RedisOutOfMemory, RedisCannotPersist, RedisReadOnly, TooFewReplicas)
+
+
+def _not_ready_reason(error: BaseException) -> str:
+    if isinstance(error, _REFUSING):
+        return "Redis refuses writes"
+    if isinstance(error, (Unavailable, asyncio.TimeoutError)):
+        return "Redis does not answer"
+    return "Redis fails"
 
 
 def request_ids() -> Iterator[str]:
@@ -538,6 +575,7 @@ async def run(
         tls = server_context(cert, key)
     service = Service(client, config)
     await service.start()
+    await service.check_writable_at_start()
     raise_file_limit(config.max_connections)
     guard = ConnectionGuard(
         max_connections=config.max_connections,
