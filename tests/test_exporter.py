@@ -231,6 +231,7 @@ def test_redis_health_shows_policy_aof_and_memory_of_a_server_it_would_refuse(tm
             samples = scrape(url)
             node = str(server.socket_path)
             assert value(samples, "smq_redis_maxmemory_policy_info", node=node, policy="noeviction") == 1
+            assert value(samples, "smq_redis_eviction_policy_safe", node=node) == 1
             assert value(samples, "smq_redis_aof_enabled", node=node) == 1
             assert value(samples, "smq_redis_aof_last_write_ok", node=node) == 1
             assert value(samples, "smq_redis_memory_used_bytes", node=node) > 100_000
@@ -244,6 +245,7 @@ def test_redis_health_shows_policy_aof_and_memory_of_a_server_it_would_refuse(tm
         client.close()
     # The exporter reads a Redis that smq itself refuses to write to, and says why.
     assert value(samples, "smq_redis_maxmemory_policy_info", node=node, policy="allkeys-lru") == 1
+    assert value(samples, "smq_redis_eviction_policy_safe", node=node) == 0
     assert value(samples, "smq_redis_aof_enabled", node=node) == 0
     assert value(samples, "smq_redis_memory_max_bytes", node=node) == 512 * 1024 * 1024
     assert value(samples, "smq_queue_messages_visible", queue="jobs") == 1

@@ -12,6 +12,7 @@ from typing import Any
 from .._client import Client
 from .._config import QueueInfo
 from .._errors import QueueDoesNotExist, SmqError
+from .._eviction import policy_safe
 from .._health import RedisHealth
 from .._version import __version__
 from ._config import DEPRECATED_NAMES, ExporterConfig
@@ -257,8 +258,13 @@ def _health_families(health: list[RedisHealth]) -> Iterator[Any]:
     )
     policy = GaugeMetricFamily(
         "smq_redis_maxmemory_policy_info",
-        "Redis maxmemory-policy; smq needs noeviction.",
+        "Redis maxmemory-policy; smq needs noeviction or a volatile-* policy.",
         labels=["node", "policy"],
+    )
+    safe = GaugeMetricFamily(
+        "smq_redis_eviction_policy_safe",
+        "1 when maxmemory-policy keeps queue data (noeviction, volatile-*); at 0 smq refuses writes.",
+        labels=["node"],
     )
     aof = GaugeMetricFamily("smq_redis_aof_enabled", "1 when the append-only file is on.", labels=["node"])
     aof_ok = GaugeMetricFamily(
@@ -271,8 +277,9 @@ def _health_families(health: list[RedisHealth]) -> Iterator[Any]:
         used.add_metric(label, node.memory_used_bytes)
         limit.add_metric(label, node.memory_max_bytes)
         policy.add_metric([node.node, node.maxmemory_policy], 1)
+        safe.add_metric(label, int(policy_safe(node.maxmemory_policy)))
         aof.add_metric(label, int(node.aof_enabled))
         aof_ok.add_metric(label, int(node.aof_last_write_ok))
         evicted.add_metric(label, node.evicted_keys)
         version.add_metric([node.node, node.version], 1)
-    yield from (used, limit, policy, aof, aof_ok, evicted, version)
+    yield from (used, limit, policy, safe, aof, aof_ok, evicted, version)
