@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._errors import EvictionPolicyUnsafe
 from ._health import node_name
@@ -83,16 +86,30 @@ def read_memory(redis_client: Any) -> list[MemoryReading]:
     reading on a server at ``noeviction``.
     """
     if isinstance(redis_client, RedisCluster):
-        memory = redis_client.info("memory", target_nodes=RedisCluster.PRIMARIES)
-        evicting = [node for node, info in memory.items() if _policy(info) != "noeviction"]
-        stats = {}
-        for node in evicting:
-            cluster_node = redis_client.get_node(node_name=node)  # type: ignore[no-untyped-call]
-            stats[node] = redis_client.info("stats", target_nodes=cluster_node)
-        return [_reading(node, memory[node], stats.get(node, {})) for node in sorted(memory)]
+        return _cluster_readings(redis_client)
     memory = redis_client.info("memory")
     stats = redis_client.info("stats") if _policy(memory) != "noeviction" else {}
     return [_reading(node_name(redis_client), memory, stats)]
+
+
+def _cluster_readings(cluster: RedisCluster) -> list[MemoryReading]:
+    """Each primary's reading. A primary that does not answer is left out: the writes to its
+    slots fail on their own, and its first answer again brings a reading (``suspect``); the
+    others' queues go on. Only when no primary answers is that the error."""
+    readings = []
+    failure: RedisError | None = None
+    primaries = cluster.get_primaries()  # type: ignore[no-untyped-call]
+    for node in sorted(primaries, key=lambda node: str(node.name)):
+        try:
+            memory = cluster.info("memory", target_nodes=node)
+            stats = cluster.info("stats", target_nodes=node) if _policy(memory) != "noeviction" else {}
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            failure = error
+            continue
+        readings.append(_reading(str(node.name), memory, stats))
+    if not readings and failure is not None:
+        raise failure
+    return readings
 
 
 def _policy(memory: Any) -> str:

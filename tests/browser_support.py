@@ -93,6 +93,14 @@ class Browser:
         self.command("WebDriver:ElementClick", {"id": self.find(css)})
 
     def text(self, css: str) -> str:
+        """The rendered text of the element matching ``css``, found afresh when the page
+        re-rendered it between the find and the read (a stale element, not a failure)."""
+        for _ in range(5):
+            try:
+                return str(self.command("WebDriver:GetElementText", {"id": self.find(css)}))
+            except RuntimeError as error:
+                if "stale" not in str(error).lower():
+                    raise
         return str(self.command("WebDriver:GetElementText", {"id": self.find(css)}))
 
     def script(self, source: str, *args: Any) -> Any:

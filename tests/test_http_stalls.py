@@ -24,6 +24,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from http_support import BIN, KEY_ID, REGION, SECRET, Server, json_client
+from metrics_support import scrape
 from smq.embedded import EmbeddedRedis
 
 SHORT = ("--header-timeout", "1", "--body-timeout", "1")
@@ -190,33 +191,146 @@ def test_idle_keep_alive_connections_are_closed_after_the_idle_timeout(http_redi
 # -- the number of connections ------------------------------------------------------
 
 
-def test_connections_beyond_the_limit_are_refused_and_the_server_serves_once_stalled_ones_end(
+def _metrics_url(server: Server) -> str:
+    """The URL of the server's own metrics listener (``--metrics-port 0``), from its log."""
+    deadline = time.monotonic() + 10
+    while (found := re.search(r"metrics on (http://\S+/metrics)", server.logs())) is None:
+        assert time.monotonic() < deadline, server.logs()
+        time.sleep(0.05)
+    return found.group(1)
+
+
+def _connection_counts(metrics_url: str) -> dict[str, float]:
+    samples = scrape(metrics_url)
+    counts = {"open": samples[("smq_api_connections", frozenset())]}
+    for reason in ("shed", "refused", "header_timeout"):
+        counts[reason] = samples[("smq_api_connections_closed_total", frozenset({("reason", reason)}))]
+    return counts
+
+
+def _until_open(metrics_url: str, count: int) -> None:
+    """Wait until the server holds ``count`` connections (it has accepted what the kernel queued)."""
+    deadline = time.monotonic() + 20
+    while (held := _connection_counts(metrics_url)["open"]) != count:
+        assert time.monotonic() < deadline, f"the server holds {held} connections, not {count}"
+        time.sleep(0.05)
+
+
+def _stall(port: int, source: str = "127.0.0.1") -> socket.socket:
+    """A connection that sends half a request's headers and stops."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
+    return sock
+
+
+def _still_open(sock: socket.socket) -> bool:
+    sock.settimeout(0.2)
+    try:
+        return sock.recv(1) != b""
+    except TimeoutError:
+        return True
+    except ConnectionResetError:
+        return False
+
+
+def _list_queues_from(port: int, source: str) -> int:
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as sock:
+        sock.sendall(_headers(f"http://127.0.0.1:{port}", 2, {"Connection": "close"}) + b"{}")
+        _, reply = _until_closed(sock, 10)
+    return int(reply.split(b" ", 2)[1])
+
+
+def test_at_the_limit_a_new_connection_takes_the_place_of_the_one_stalled_longest(
     http_redis: EmbeddedRedis,
 ) -> None:
-    # No cap per address: every connection here comes from 127.0.0.1 (see the test after).
+    # No cap per address: every connection here comes from 127.0.0.1. Headers may take 30 s:
+    # what closes a stalled connection here is the limit, not its timeout.
     limits = {"SMQ_MAX_CONNECTIONS": "5", "SMQ_MAX_CONNECTIONS_PER_ADDRESS": "0"}
-    server = Server(http_redis.url, "--no-auth", *SHORT, env=limits)
+    server = Server(http_redis.url, "--no-auth", "--header-timeout", "30", "--metrics-port", "0", env=limits)
+    metrics = _metrics_url(server)
+    port = urlsplit(server.url).port
+    assert port is not None
     stalled: list[socket.socket] = []
     try:
-        for _ in range(30):
-            sock = _connect(server.url)
-            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")
-            stalled.append(sock)
-        # The first 5 are held (stalled); the 25 after them are refused at once.
-        refused = 0
-        for sock in stalled[5:]:
-            took, reply = _until_closed(sock, SLACK)
-            assert took < 0.9, "a connection over the limit must be refused at once"
-            assert reply == b"" or reply.startswith(b"HTTP/1.1 503 "), reply
-            refused += reply.startswith(b"HTTP/1.1 503 ")
-        assert refused >= 1
-        # Once the stalled ones time out, a normal request is served.
-        for sock in stalled[:5]:
-            took, reply = _until_closed(sock, 1 + SLACK)
-            assert reply == b""
+        stalled = [_stall(port) for _ in range(5)]
+        _until_open(metrics, 5)
+        time.sleep(1.2)  # a stalled connection makes room once it has waited 1 s
         assert _list_queues(server.url) == 200
+        took, reply = _until_closed(stalled[0], SLACK)
+        assert reply == b""
+        assert all(_still_open(sock) for sock in stalled[1:]), "only the one stalled longest is closed"
+        _until_open(metrics, 4)
+        counts = _connection_counts(metrics)
+        assert (counts["shed"], counts["refused"], counts["header_timeout"]) == (1, 0, 0)
         logs = server.logs()
-        assert "--max-connections" in logs and "Traceback" not in logs
+        assert "closed 1 connection(s) to admit new ones" in logs and "Traceback" not in logs
+    finally:
+        for sock in stalled:
+            sock.close()
+        server.stop()
+
+
+def test_when_every_connection_is_busy_a_new_one_is_refused_503_until_one_ends(
+    http_redis: EmbeddedRedis,
+) -> None:
+    limits = {"SMQ_MAX_CONNECTIONS": "3", "SMQ_MAX_CONNECTIONS_PER_ADDRESS": "0"}
+    server = Server(http_redis.url, "--no-auth", "--metrics-port", "0", env=limits)
+    metrics = _metrics_url(server)
+    url = json_client(server.url).create_queue(QueueName="quiet")["QueueUrl"]
+    body = json.dumps({"QueueUrl": url, "WaitTimeSeconds": 20}).encode()
+    polls: list[socket.socket] = []
+    try:
+        for _ in range(3):  # three long polls on an empty queue: every connection busy
+            sock = _connect(server.url)
+            sock.sendall(_headers(server.url, len(body), {"X-Amz-Target": "AmazonSQS.ReceiveMessage"}) + body)
+            polls.append(sock)
+        deadline = time.monotonic() + 10
+        while scrape(metrics)[("smq_api_requests_in_flight", frozenset())] != 3:
+            assert time.monotonic() < deadline, "the long polls did not begin"
+            time.sleep(0.05)
+        time.sleep(1.2)  # old enough to be shed, were they waiting rather than busy
+        assert _list_queues(server.url) == 503
+        assert _connection_counts(metrics)["refused"] == 1
+        assert all(_still_open(sock) for sock in polls), "a busy connection is never shed"
+        polls.pop().close()  # a client hangs up: its poll ends and frees its connection
+        deadline = time.monotonic() + 10
+        while (status := _list_queues(server.url)) != 200:
+            assert status == 503 and time.monotonic() < deadline
+            time.sleep(0.1)
+        assert "--max-connections" in server.logs() and "Traceback" not in server.logs()
+    finally:
+        for sock in polls:
+            sock.close()
+        server.stop()
+
+
+def test_slow_sockets_from_many_addresses_do_not_lock_the_other_clients_out(
+    http_redis: EmbeddedRedis,
+) -> None:
+    # 3 addresses x 150 stalled sockets, over a limit of 300 with its per-address half: the
+    # limit is full of stalled sockets, and every request from a fourth address is served.
+    server = Server(
+        http_redis.url,
+        "--no-auth",
+        "--header-timeout",
+        "20",
+        "--metrics-port",
+        "0",
+        env={"SMQ_MAX_CONNECTIONS": "300"},
+    )
+    metrics = _metrics_url(server)
+    port = urlsplit(server.url).port
+    assert port is not None
+    stalled: list[socket.socket] = []
+    try:
+        for source in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+            stalled += [_stall(port, source) for _ in range(150)]
+        _until_open(metrics, 300)
+        time.sleep(1.2)
+        statuses = [_list_queues_from(port, "127.0.0.5") for _ in range(30)]
+        assert statuses == [200] * 30
+        assert _connection_counts(metrics)["shed"] >= 1  # the first made room; each ends, freeing its own
+        assert "Traceback" not in server.logs()
     finally:
         for sock in stalled:
             sock.close()

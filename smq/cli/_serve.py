@@ -170,10 +170,11 @@ def _is_loopback(host: str) -> bool:
 @click.option(
     "--max-connections",
     envvar="SMQ_MAX_CONNECTIONS",
-    default=4000,
+    default=10000,
     show_default=True,
     type=click.IntRange(1),
-    help="Open connections at most; beyond them a new connection gets 503 and is closed.",
+    help="Open connections at most; at the limit a new connection takes the place of the one "
+    "waiting longest for its request (or idle longest), and gets 503 only when all are busy.",
 )
 @click.option(
     "--max-connections-per-address",

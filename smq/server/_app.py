@@ -95,11 +95,14 @@ class Service:
         self._consumer_beats = asyncio.create_task(self._beat_consumers())
 
     async def check_writable_at_start(self) -> None:
-        """Say at once, in the log, when smq cannot write to Redis: it serves all the same (reads,
-        and writes once Redis takes them), with ``/ready`` 503 meanwhile."""
+        """Say at once, in the log, when Redis refuses smq's writes: it serves all the same (reads,
+        and writes once Redis takes them), with ``/ready`` 503 meanwhile. A Redis that does not
+        answer is said by the tasks that keep trying it (once, then once a minute)."""
         try:
             await asyncio.wait_for(self.call(self.client.check_writable), READY_TIMEOUT)
         except (SmqError, asyncio.TimeoutError) as error:
+            if _not_ready_reason(error) == "Redis does not answer":
+                return
             log.error(
                 "smq serve cannot write to Redis now, so /ready answers 503 until it can: %s",
                 str(error) or f"no answer from Redis within {READY_TIMEOUT:g} s",
@@ -576,12 +579,12 @@ async def run(
     service = Service(client, config)
     await service.start()
     await service.check_writable_at_start()
-    raise_file_limit(config.max_connections)
     guard = ConnectionGuard(
-        max_connections=config.max_connections,
+        max_connections=raise_file_limit(config.max_connections),
         header_timeout=config.header_timeout,
         max_per_address=config.max_connections_per_address or 0,
     )
+    service.metrics.watch_connections(guard)
     # handler_cancellation: a client that hangs up ends its request, so a long
     # poll whose client is gone stops waiting and takes no message it cannot deliver.
     runner = web.AppRunner(

@@ -65,8 +65,11 @@ class ServerConfig:
             upload only: a long poll's wait comes after the body.
         idle_timeout: Seconds a keep-alive connection may wait, idle, for its
             next request before the server closes it.
-        max_connections: Open connections at most; a connection beyond them
-            is answered ``503 Service Unavailable`` and closed at once.
+        max_connections: Open connections at most. At the limit, a new
+            connection takes the place of the one that has waited longest
+            (1 s or more) for its request headers, else of the one idle
+            longest between requests; when every connection is busy with a
+            request, it is answered ``503 Service Unavailable`` and closed.
         max_connections_per_address: Open connections from one client
             address at most (0: no cap; None, the default: half of
             ``max_connections``), refused as beyond ``max_connections``:
@@ -100,7 +103,7 @@ class ServerConfig:
     header_timeout: float = 20.0
     body_timeout: float = 60.0
     idle_timeout: float = 75.0
-    max_connections: int = 4000
+    max_connections: int = 10000
     max_connections_per_address: int | None = None
     tls_cert: str | None = None
     tls_key: str | None = None

@@ -44,6 +44,30 @@ class ApiMetrics:
         # takes a lock and builds its key on every call. Bounded: the actions are known names.
         self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
+    def watch_connections(self, guard: Any) -> None:
+        """Export the connection counts of ``guard`` (a ``ConnectionGuard``), read at each scrape."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.registry import Collector
+
+        class _Connections(Collector):
+            def collect(self) -> Any:
+                yield GaugeMetricFamily("smq_api_connections", "HTTP connections open now.", value=guard.open)
+                yield GaugeMetricFamily(
+                    "smq_api_connections_max", "The most connections kept open.", value=guard.max_connections
+                )
+                closed = CounterMetricFamily(
+                    "smq_api_connections_closed",
+                    "Connections smq serve closed itself, by why: shed (at the limit, to admit a new "
+                    "one), refused (503 at once) or header_timeout.",
+                    labels=("reason",),
+                )
+                closed.add_metric(("shed",), guard.shed)
+                closed.add_metric(("refused",), guard.refused)
+                closed.add_metric(("header_timeout",), guard.timed_out)
+                yield closed
+
+        self.registry.register(_Connections())
+
     def observe(self, action: str, status: int, error: str | None, seconds: float) -> None:
         """Count one finished request; unknown action names count as ``unknown`` (bounded labels)."""
         if action not in ACTIONS:
