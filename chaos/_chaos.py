@@ -11,7 +11,13 @@ the system every few seconds:
 - ``redis-kill``: SIGKILL Redis (``appendfsync always``) and start it again on
   the same folder and port, under workers and a consumer thread;
 - ``serve-kill``: SIGKILL `smq serve` and start it again on the same port,
-  under boto3 producers and consumers.
+  under boto3 producers and consumers;
+- ``eviction-switch``: ``CONFIG SET maxmemory-policy allkeys-lru`` for a second
+  or two, then back to ``noeviction``, under workers and a consumer thread
+  (memory stays under ``maxmemory``: smq must stop writing, then go on);
+- ``disk-full``: fill the disk under Redis's append-only file (a tmpfs of its
+  own: root only) for a second or two, then free it; Redis restarts from its
+  files after the load.
 
 Then the load stops, the queue is drained (visible + in flight + delayed = 0,
 within a deadline), everything stops, and ``check`` sets the ledger against
@@ -21,9 +27,11 @@ the queue's events. Used by ``tests/test_chaos.py`` (short forms) and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import statistics
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,19 +39,30 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import redis
 from _chaos_ledger import Figures, LedgerWriter, check, read_ledger
 from _chaos_procs import Fleet, RedisNode, ServeProcess
 
 import smq
 
-SCENARIOS = ("worker-kill", "worker-term", "redis-kill", "serve-kill")
+SCENARIOS = ("worker-kill", "worker-term", "redis-kill", "serve-kill", "eviction-switch", "disk-full")
 QUEUE = "chaos"
 EVENTS_MAX = 10_000_000
 # Visibility timeout per scenario, in seconds: short where a kill leaves
 # messages to come back; long under SIGTERM, where a stop releases them at
 # once and a long timeout keeps a heartbeat delayed by a busy machine from
 # letting one run out (which would be a duplicate unrelated to the stop).
-VISIBILITY = {"worker-kill": 2, "worker-term": 10, "redis-kill": 3, "serve-kill": 3}
+VISIBILITY = {
+    "worker-kill": 2,
+    "worker-term": 10,
+    "redis-kill": 3,
+    "serve-kill": 3,
+    "eviction-switch": 3,
+    "disk-full": 3,
+}
+# Redis's own state: the scenarios that change it under the load rather than kill a part.
+REDIS_STATE = ("eviction-switch", "disk-full")
+DISK_BYTES = 64 << 20  # the tmpfs of ``disk-full``
 _PADDING = "x" * 64
 
 
@@ -53,6 +72,22 @@ class NotRun(Exception):
 
 class Unknown(Exception):
     """The call may or may not have run."""
+
+
+class NeedsRoot(RuntimeError):
+    """The scenario mounts a filesystem of its own (``disk-full``): it needs root."""
+
+
+class _Count:
+    """A count that threads add to."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self.value += 1
 
 
 @dataclass(frozen=True)
@@ -110,6 +145,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     stops: dict[str, int] = field(default_factory=dict)
     resume: list[float] = field(default_factory=list)  # failovers: seconds until sends resumed
+    refused_sends: int = 0  # sends refused unrun (Unavailable, 503): Redis's state scenarios count them
     strict: bool = True  # False: a failover without waiting, whose losses are measured, not a fault
 
     def holds(self) -> bool:
@@ -131,6 +167,7 @@ class Result:
             "graceful_stops": self.stops,
             **({"resume_seconds": self.resume_summary()} if self.resume else {}),
             **({} if self.strict else {"strict": False}),
+            **({"refused_sends": self.refused_sends} if self.scenario in REDIS_STATE else {}),
             "problems": self.problems[:50],
             "notes": self.notes,
         }
@@ -139,11 +176,13 @@ class Result:
 # -- producers and consumers ---------------------------------------------------
 
 
-def _python_sender(queue: smq.Queue) -> Callable[[str], str]:
+def _python_sender(queue: smq.Queue, refused: _Count | None = None) -> Callable[[str], str]:
     def send(body: str) -> str:
         try:
             return queue.send(body).message_id
         except smq.Unavailable as error:
+            if refused is not None:
+                refused.add()
             raise NotRun from error
         except smq.OutcomeUnknown as error:
             raise Unknown from error
@@ -385,29 +424,86 @@ def run(scenario: str, folder: Path, options: Options = Options()) -> Result:
     options = replace(options, visibility_timeout=options.visibility_timeout or VISIBILITY[scenario])
     folder.mkdir(parents=True, exist_ok=True)
     appendfsync = "always" if scenario == "redis-kill" else "everysec"
-    node = RedisNode(folder / "redis", appendfsync=appendfsync, server=options.redis_server)
-    ledger = LedgerWriter(folder / "ledger.jsonl")
-    client = smq.Client(node.url)
+    with contextlib.ExitStack() as stack:
+        data = folder
+        if scenario == "disk-full":
+            data = stack.enter_context(_small_disk(folder / "disk"))
+        node = RedisNode(data / "redis", appendfsync=appendfsync, server=options.redis_server)
+        stack.callback(node.stop)
+        ledger = LedgerWriter(folder / "ledger.jsonl")
+        stack.callback(ledger.close)
+        client = smq.Client(node.url)
+        stack.callback(client.close)
+        return _run(scenario, folder, options, node, client, ledger, data)
+    raise AssertionError("unreachable")  # for the type checker: the with block returns
+
+
+@contextlib.contextmanager
+def _small_disk(where: Path) -> Iterator[Path]:
+    """A tmpfs of ``DISK_BYTES`` at ``where`` (mounting needs root), unmounted after."""
+    if os.geteuid() != 0:
+        raise NeedsRoot("disk-full mounts a small tmpfs of its own: run it as root")
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(where)], check=True)
     try:
-        return _run(scenario, folder, options, node, client, ledger)
+        yield where
     finally:
-        client.close()
-        ledger.close()
-        node.stop()
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _switch_eviction(url: str, hold: float) -> None:
+    """Turn eviction on (``allkeys-lru``) for ``hold`` seconds, then off again."""
+    with redis.Redis.from_url(url) as admin:
+        admin.config_set("maxmemory-policy", "allkeys-lru")
+        time.sleep(hold)
+        admin.config_set("maxmemory-policy", "noeviction")
+
+
+def _fill_disk(disk: Path, hold: float) -> None:
+    """Fill ``disk`` to its last byte for ``hold`` seconds, then free it."""
+    filler = disk / f"filler-{time.monotonic_ns()}"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        size = 1 << 20
+        while size:
+            try:
+                os.write(descriptor, b"\0" * size)
+            except OSError:  # ENOSPC: full, but for less than ``size``; halve it down to a byte
+                size //= 2
+        time.sleep(hold)
+    finally:
+        os.close(descriptor)
+        filler.unlink(missing_ok=True)
+
+
+def _evicted_keys(url: str) -> int:
+    with redis.Redis.from_url(url) as admin:
+        return int(admin.info("stats")["evicted_keys"])
 
 
 def _run(
-    scenario: str, folder: Path, options: Options, node: RedisNode, client: smq.Client, ledger: LedgerWriter
+    scenario: str,
+    folder: Path,
+    options: Options,
+    node: RedisNode,
+    client: smq.Client,
+    ledger: LedgerWriter,
+    data: Path,
 ) -> Result:
     visibility = options.visibility_timeout
     assert visibility is not None
     queue = client.create_queue(QUEUE, visibility_timeout=visibility, event_stream_max_len=EVENTS_MAX)
     chance = random.Random(options.seed)
+    kills = 0  # of Redis's state: each change made and undone
     producers, consumers = _Threads(), _Threads()
     fleet: Fleet | None = None
     serve: ServeProcess | None = None
     notes: list[str] = []
+    refused = _Count()
     started = time.monotonic()
+    if scenario == "eviction-switch":
+        with redis.Redis.from_url(node.url) as admin:  # far above what the run holds: nothing evicted
+            admin.config_set("maxmemory", "512mb")
     try:
         if scenario == "serve-kill":
             serve = ServeProcess(folder, node.url)
@@ -423,9 +519,9 @@ def _run(
             fleet = Fleet(folder, node.url, QUEUE, options.workers, args, options.work_ms, options.handler)
             for index in range(options.producers):
                 producers.start(
-                    _produce, index, _python_sender(queue), ledger, options.rate / options.producers
+                    _produce, index, _python_sender(queue, refused), ledger, options.rate / options.producers
                 )
-            if scenario == "redis-kill":
+            if scenario in ("redis-kill", *REDIS_STATE):
                 for _ in range(options.consumers):
                     consumers.start(_consume_python, queue, ledger, visibility)
         for _ in paced_kills(options.seconds, options.kill_every, chance):
@@ -441,11 +537,20 @@ def _run(
                 fleet.reap()
             elif scenario == "redis-kill":
                 node.kill(down)
+            elif scenario == "eviction-switch":
+                _switch_eviction(node.url, chance.uniform(1.0, 2.5))
+                kills += 1
+            elif scenario == "disk-full":
+                _fill_disk(data, chance.uniform(1.0, 2.5))
+                kills += 1
             else:
                 assert serve is not None
                 serve.kill(down)
         producers.join()  # consumers keep going until the queue is empty
         loaded = time.monotonic()
+        if scenario == "disk-full":  # what was acknowledged is in the files: Redis starts from them
+            node.server.stop()
+            node.server.start()
         if fleet is not None:
             fleet.await_started()
         left = _drain(queue, options.drain_timeout)
@@ -459,9 +564,13 @@ def _run(
         if serve is not None:
             serve.stop()
         notes += producers.errors + consumers.errors
-    kills = {"redis-kill": node.kills, "serve-kill": serve.kills if serve else 0}.get(
-        scenario, fleet.kills if fleet else 0
-    )
+    if scenario not in REDIS_STATE:
+        kills = {"redis-kill": node.kills, "serve-kill": serve.kills if serve else 0}.get(
+            scenario, fleet.kills if fleet else 0
+        )
+    evicted = _evicted_keys(node.url)
+    if evicted:
+        notes.append(f"Redis evicted {evicted} key(s)")
     figures, problems = check(read_ledger(folder / "ledger.jsonl"), _all_events(queue), left)
     return Result(
         scenario,
@@ -473,4 +582,5 @@ def _run(
         drain_seconds,
         notes,
         fleet.stop_counts if fleet is not None and scenario == "worker-term" else {},
+        refused_sends=refused.value,
     )

@@ -11,7 +11,11 @@
 -- ARGV[2] wake_channel (string): the probe's channel (nobody listens on it)
 --
 -- Leaves no key behind. Returns {OK} or {E_BAD_ARGUMENT, '<COMMAND>: <error>'}
--- for the first command the user may not run.
+-- for the first command the user may not run. The first command writes: Redis
+-- refuses a script's writes for its own state (OOM, MISCONF, READONLY,
+-- NOREPLICAS) only until the script has written, so such a refusal comes at
+-- HSET, with nothing written, in the same form; the client tells a refusal
+-- from a missing permission (NOPERM) by its text.
 local stats = KEYS[1]
 local visible = KEYS[2]
 local inflight = KEYS[3]

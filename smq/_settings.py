@@ -35,9 +35,14 @@ class Settings:
         socket_timeout: Seconds a Redis call may take before it fails.
         connect_timeout: Seconds to open a connection.
         max_connections: Connection pool size per node.
-        allow_eviction: Accept a Redis whose ``maxmemory-policy`` is not
-            ``noeviction``. Such a Redis may silently drop messages under
-            memory pressure; leave this off in production.
+        allow_eviction: Write to a Redis whose ``maxmemory-policy`` may
+            evict queue data (``allkeys-*``), and stop checking the policy.
+            Off (the default), a client refuses writes with
+            ``EvictionPolicyUnsafe`` from the moment it sees such a policy
+            (read again at most a second apart) until it is safe again:
+            ``noeviction`` or a ``volatile-*`` policy. An evicting Redis may
+            silently drop messages under memory pressure; leave this off in
+            production.
         tls_ca: CA file (PEM) that signed the certificate of a ``rediss://``
             server; default: the system's CAs.
         tls_cert: Client certificate (PEM) for a server that asks for one

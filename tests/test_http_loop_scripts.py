@@ -82,19 +82,19 @@ def test_the_hot_actions_go_over_the_event_loops_connection(
     loop = [c for c in before if c.get("name") == CONNECTION_NAME]
     assert len(loop) == 1, before
     rounds = 20
-    started = time.monotonic()
     for i in range(rounds):
         one_round(i)
-    elapsed = time.monotonic() - started
     after = {c["id"]: c for c in _connections(redis_server)}
     ran_on_loop = _commands(after[loop[0]["id"]]) - _commands(loop[0])
     assert ran_on_loop >= 5 * rounds
     others = {c["id"]: _commands(c) for c in before if c["id"] != loop[0]["id"]}
-    # tot-cmds counts the commands a script calls too: one script run elsewhere would be 5 or
-    # more. The others: the long-poll listener, the threads' (a look for move tasks each second,
-    # and the eviction policy's INFO memory, read again at most each second before writes).
+    # tot-cmds counts the commands a script calls too: one hot action sent elsewhere would add 5
+    # or more each round, 100 or more in all. The others: the long-poll listener, the threads'
+    # (a look for move tasks each second, the eviction policy's INFO memory at most each second
+    # before writes, and, when their time falls in the window, the server's own history sample
+    # of the queue, every 10 s, and its note of consumers, every 15 s: some 35 commands).
     elsewhere = {i: (after[i]["cmd"], _commands(after[i]) - n) for i, n in others.items() if i in after}
-    assert sum(n for _, n in elsewhere.values()) <= 2 + 2 * elapsed, elsewhere
+    assert sum(n for _, n in elsewhere.values()) < 3 * rounds, elsewhere
     counts = api.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     # Each round sends 10 and deletes the 10 it received: "warm" or one other is left.
     assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"]) == (

@@ -184,6 +184,22 @@ def test_a_volatile_policy_is_accepted(make_server: Any, policy: str) -> None:
             queue.send("y")
 
 
+def test_the_spark_streams_executor_clients_ask_for_noeviction(make_server: Any) -> None:
+    pytest.importorskip("pyspark")
+    from smq.spark import _stream_read
+
+    server = make_server(config=["maxmemory 64mb", "maxmemory-policy volatile-lru"])
+    with smq.Client(server.url) as client:
+        client.create_queue("events")
+    executor = _stream_read.client_for(smq.Settings(url=server.url))
+    try:
+        with pytest.raises(smq.EvictionPolicyUnsafe, match="until it is 'noeviction'"):
+            executor.get_queue("events").send("x")
+    finally:
+        _stream_read._CLIENTS.pop(smq.Settings(url=server.url), None)
+        executor.close()
+
+
 @pytest.mark.parametrize("kind", ["valkey", "redis-7"])
 def test_eviction_switched_on_while_sending_stops_writes_within_two_seconds_and_loses_nothing(
     make_server: Any, kind: str, caplog: pytest.LogCaptureFixture

@@ -400,6 +400,7 @@ class QueueStreamReader(DataSourceStreamReader, _AvailableNow):
     def _queue(self) -> Queue:
         if self._held is None:
             self._client = Client(settings=self.options.settings)
+            self._client._require_noeviction()  # its batch records carry a TTL: volatile-* may take them
             self._held = self._client.get_queue(self.options.queue)
         return self._held
 

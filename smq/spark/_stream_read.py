@@ -110,6 +110,7 @@ def client_for(settings: Settings) -> Client:
     client = _CLIENTS.get(settings)
     if client is None:
         client = _CLIENTS[settings] = Client(settings=settings)
+        client._require_noeviction()  # the batch records it writes carry a TTL
     return client
 
 
