@@ -69,7 +69,7 @@ from _chaos_procs import Fleet, ServeProcess
 from redis.cluster import key_slot
 
 import smq
-from smq._keys import QueueKeys
+from smq.core._keys import QueueKeys
 from smq.embedded import EmbeddedCluster, EmbeddedRedis, EmbeddedSentinel
 
 TOPOLOGIES = ("sentinel-failover", "sentinel-pause", "cluster-failover", "cluster-sharded-failover")

@@ -12,11 +12,6 @@ Start with ``Client``::
         queue.delete(message.receipt_handle)
 """
 
-from ._client import Client
-from ._config import COUNTERS, MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, RedrivePolicy
-from ._consumers import Consumer
-from ._declared import QueueChange
-from ._digest import md5_of_attributes, md5_of_body
 from ._errors import (
     BackendError,
     BatchEntryIdsNotDistinct,
@@ -59,10 +54,14 @@ from ._errors import (
     UnsupportedLayout,
     VisibilityCeilingExceeded,
 )
-from ._events import Event
-from ._health import RedisHealth
-from ._history import Sample
-from ._message import (
+from ._version import __version__ as __version__
+from .client._client import Client
+from .client._queue import Queue
+from .connection._health import RedisHealth
+from .connection._settings import Settings
+from .core._config import COUNTERS, MAX_VISIBILITY_TIMEOUT, QueueConfig, QueueInfo, RedrivePolicy
+from .core._digest import md5_of_attributes, md5_of_body
+from .core._message import (
     BatchFailure,
     BatchResult,
     ChangeEntry,
@@ -72,12 +71,13 @@ from ._message import (
     SendEntry,
     SendResult,
 )
-from ._move_tasks import MoveTask
-from ._peek import PeekedMessage
-from ._queue import Queue
-from ._settings import Settings
-from ._upgrade import QueueUpgrade
-from ._version import __version__ as __version__
+from .operations._consumers import Consumer
+from .operations._declared import QueueChange
+from .operations._events import Event
+from .operations._history import Sample
+from .operations._move_tasks import MoveTask
+from .operations._peek import PeekedMessage
+from .operations._upgrade import QueueUpgrade
 from .worker import Job, Worker, WorkerConfig
 
 __all__ = [

@@ -13,7 +13,7 @@
                 await jobs.delete(message)
 
 Each operation is the sync client's own logic (the same checks, errors,
-scripts and guarantees, see ``smq._steps``); only the I/O differs. Sends,
+scripts and guarantees, see ``smq.core._steps``); only the I/O differs. Sends,
 receives, deletes, visibility changes and attributes go to Redis from the
 event loop, on one pipelined connection per Redis node: calls awaited at
 once by many tasks reach Redis together. A long poll parks on the loop (no
@@ -37,17 +37,15 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ._client import Client
-from ._config import QueueInfo
-from ._consumers import Consumer
-from ._declared import QueueChange
-from ._events import Event
-from ._health import RedisHealth
-from ._history import HISTORY_KEPT, Sample
-from ._keys import QueueKeys
-from ._loop_polls import LongPolls
-from ._loop_scripts import LoopScripts
-from ._message import (
+from .client._client import Client
+from .client._loop_polls import LongPolls
+from .client._loop_scripts import LoopScripts
+from .client._queue import Queue, _Rider
+from .connection._health import RedisHealth
+from .connection._settings import Settings
+from .core._config import QueueInfo
+from .core._keys import QueueKeys
+from .core._message import (
     AttributeValue,
     BatchResult,
     ChangeEntry,
@@ -56,12 +54,14 @@ from ._message import (
     SendEntry,
     SendResult,
 )
-from ._move_tasks import MoveTask
-from ._peek import PeekedMessage
-from ._queue import Queue, _Rider
-from ._settings import Settings
-from ._steps import Steps
-from ._upgrade import QueueUpgrade
+from .core._steps import Steps
+from .operations._consumers import Consumer
+from .operations._declared import QueueChange
+from .operations._events import Event
+from .operations._history import HISTORY_KEPT, Sample
+from .operations._move_tasks import MoveTask
+from .operations._peek import PeekedMessage
+from .operations._upgrade import QueueUpgrade
 
 __all__ = ["AsyncClient", "AsyncQueue"]
 
@@ -159,7 +159,7 @@ class AsyncClient:
         return await loop.run_in_executor(self._pool, functools.partial(function, *args, **kwargs))
 
     async def _drive(self, steps: Steps[T]) -> T:
-        """Run a core call's steps (see ``smq._steps``) on the running loop."""
+        """Run a core call's steps (see ``smq.core._steps``) on the running loop."""
         scripts, _ = self._bound()
         return await scripts.drive(steps)  # type: ignore[no-any-return]
 

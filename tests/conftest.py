@@ -166,7 +166,7 @@ ACL_PASSWORD = "smq-acl-test"
 @pytest.fixture(scope="session")
 def acl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
     """The embedded default server with a least-privilege user ``smq`` (smq's own ACL)."""
-    from smq._access import acl_rules
+    from smq.operations._access import acl_rules
 
     config = [f"user smq on >{ACL_PASSWORD} {acl_rules()}"]
     with EmbeddedRedis(tmp_path_factory.mktemp("acl"), config=config) as server:
@@ -221,7 +221,7 @@ def other_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
 @pytest.fixture(scope="session")
 def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
     """A 3-primary Redis Cluster whose every node has the user ``smq`` with smq's cluster ACL."""
-    from smq._access import acl_rules
+    from smq.operations._access import acl_rules
 
     config = [f"user smq on >{ACL_PASSWORD} {acl_rules(cluster=True)}"]
     with EmbeddedCluster(tmp_path_factory.mktemp("acl-cluster"), masters=3, config=config) as cluster:

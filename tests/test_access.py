@@ -17,8 +17,8 @@ import pytest
 
 import smq
 from conftest import ACL_PASSWORD, ROOT, acl_cluster_url, acl_refusals, acl_url
-from smq._access import CLIENT_COMMANDS, CLUSTER_COMMANDS, SCRIPT_COMMANDS, acl_rules
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
+from smq.operations._access import CLIENT_COMMANDS, CLUSTER_COMMANDS, SCRIPT_COMMANDS, acl_rules
 
 LUA = ROOT / "lua"
 

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 import smq
-from smq._ids import message_id as shown_id
 from smq.cli import main
+from smq.core._ids import message_id as shown_id
 from smq.embedded import EmbeddedRedis
 
 Smq = Callable[..., Result]

@@ -14,7 +14,7 @@ import pytest
 
 import smq
 from http_support import KEY_ID, OTHER_KEY, OTHER_SECRET, SECRET, Server, json_client
-from smq.server._console_sessions import COOKIE, Sessions
+from smq.server.console._sessions import COOKIE, Sessions
 
 
 class Browser:

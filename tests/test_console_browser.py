@@ -17,7 +17,7 @@ from browser_support import BROWSERS, Browser, open_browser
 import smq
 from conftest import raw
 from http_support import KEY_ID, SECRET, Server
-from smq._history import HISTORY_KEPT, HISTORY_STEP
+from smq.operations._history import HISTORY_KEPT, HISTORY_STEP
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "assets"
 

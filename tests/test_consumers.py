@@ -16,7 +16,7 @@ import pytest
 import smq
 from conftest import Clock, raw
 from http_support import Server, json_client
-from smq._keys import QueueKeys
+from smq.core._keys import QueueKeys
 from smq.embedded import EmbeddedRedis
 from smq.server._consumers import MAX_NOTED, SqsConsumers
 from worker_support import Running, wait_for

@@ -8,8 +8,9 @@ import pytest
 from redis.crc import key_slot
 
 import smq
-from smq import _config, _errors, _keys, _scripts
+from smq import _errors
 from smq._errors import Status
+from smq.core import _config, _keys, _scripts
 
 LUA = _scripts.lua_dir()
 SCRIPTS = sorted(p.stem for p in LUA.glob("*.lua"))
@@ -174,7 +175,7 @@ def test_importing_smq_has_no_side_effects() -> None:
         "socket.socket.connect_ex = refuse\n"
         "import smq, smq.cli, smq.embedded\n"
         "smq.Client('redis://127.0.0.1:6379/0')\n"
-        "assert not smq._scripts._sources.cache_info().currsize, 'scripts read at import'\n"
+        "assert not smq.core._scripts._sources.cache_info().currsize, 'scripts read at import'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
@@ -203,7 +204,7 @@ def test_no_script_scans_the_groups_of_a_fifo_queue(name: str) -> None:
 
 
 def test_the_event_kinds_python_knows_are_the_ones_the_scripts_emit() -> None:
-    from smq._events import EVENT_KINDS
+    from smq.operations._events import EVENT_KINDS
 
     emitted = set()
     for path in LUA.rglob("*.lua"):

@@ -6,8 +6,8 @@ import pytest
 
 import smq
 from conftest import Clock, raw
-from smq import _moves
-from smq._keys import QueueKeys
+from smq.core._keys import QueueKeys
+from smq.operations import _moves
 
 
 def _dead_letter_setup(client: smq.Client, max_receives: int = 2) -> tuple[smq.Queue, smq.Queue]:

@@ -10,7 +10,7 @@ import pytest
 import smq
 from conftest import acl_url, raw
 from smq import DeleteEntry, SendEntry
-from smq._keys import KINDS, QueueKeys
+from smq.core._keys import KINDS, QueueKeys
 from smq.embedded import EmbeddedRedis
 
 

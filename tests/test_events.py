@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import smq
 from conftest import Clock, raw
-from smq._ids import message_id
+from smq.core._ids import message_id
 
 
 def _events(client: smq.Client, queue: smq.Queue) -> list[dict[str, str]]:

@@ -14,9 +14,9 @@ from click.testing import CliRunner, Result
 
 import smq
 from conftest import Clock
-from smq._events import timestamp_of
 from smq.cli import main
 from smq.embedded import EmbeddedRedis
+from smq.operations._events import timestamp_of
 
 Smq = Callable[..., Result]
 

@@ -153,7 +153,7 @@ def test_config_holds_them_as_an_immutable_hashable_mapping() -> None:
 
 
 def test_a_read_modify_write_computes_again_after_a_change_made_meanwhile(client: smq.Client) -> None:
-    from smq._policy import update_extra_attribute
+    from smq.operations._policy import update_extra_attribute
 
     queue = client.create_queue("jobs")
     seen: list[str] = []

@@ -15,7 +15,7 @@ import pytest
 
 import smq
 from conftest import Clock, raw
-from smq._keys import KINDS, QueueKeys
+from smq.core._keys import KINDS, QueueKeys
 
 
 def _fifo(client: smq.Client, name: str = "jobs.fifo", **settings: object) -> smq.Queue:

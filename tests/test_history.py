@@ -6,7 +6,7 @@ import pytest
 
 import smq
 from conftest import Clock, raw
-from smq import _history
+from smq.operations import _history
 
 START = 1_800_000_000  # the clock fixture's start, in seconds
 

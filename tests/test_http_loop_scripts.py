@@ -27,9 +27,9 @@ from botocore.exceptions import ClientError
 
 from conftest import ACL_PASSWORD, acl_url
 from http_support import Server, json_client
-from smq._access import acl_rules
-from smq._loop_scripts import CONNECTION_NAME
+from smq.client._loop_scripts import CONNECTION_NAME
 from smq.embedded import EmbeddedRedis
+from smq.operations._access import acl_rules
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 import smq
 from http_support import ACCOUNT, REGION
-from smq._move_tasks import parse_handle
+from smq.operations._move_tasks import parse_handle
 
 
 def arn(name: str) -> str:

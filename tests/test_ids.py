@@ -10,8 +10,8 @@ import uuid
 
 import smq
 from conftest import Clock, raw, stored_id
-from smq._ids import message_id, message_ids, new_ids
-from smq._message import encode_payload
+from smq.core._ids import message_id, message_ids, new_ids
+from smq.core._message import encode_payload
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 

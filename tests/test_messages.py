@@ -9,7 +9,8 @@ import pytest
 import smq
 from conftest import Clock
 from smq import MessageAttribute as Attr
-from smq import SendEntry, _message
+from smq import SendEntry
+from smq.core import _message
 
 
 def test_digests_match_sqs_reference_values() -> None:

@@ -11,8 +11,8 @@ import pytest
 
 import smq
 from conftest import Clock, raw
-from smq import _move_tasks, _moves
-from smq._keys import MOVE_TASKS
+from smq.core._keys import MOVE_TASKS
+from smq.operations import _move_tasks, _moves
 
 
 def _fill(queue: smq.Queue, count: int) -> list[str]:

@@ -1,6 +1,6 @@
 """One visible message by its id (Queue.discard, Queue.move_message): found near the place a peek
 showed it, left in the visible list as a ghost; a move is a redrive of one message, in the two
-steps of every move between queues (lua/take_one.lua, smq/_take_one.py)."""
+steps of every move between queues (lua/take_one.lua, smq/operations/_take_one.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 import smq
 from conftest import Clock, raw, sync_of
-from smq import _moves
-from smq._ids import message_id, new_ids, stored_ids
-from smq._scripts import lua_dir
-from smq._take_one import MAX_NEAR, NEAR_WINDOW
+from smq.core._ids import message_id, new_ids, stored_ids
+from smq.core._scripts import lua_dir
+from smq.operations import _moves
+from smq.operations._take_one import MAX_NEAR, NEAR_WINDOW
 
 
 @pytest.fixture(params=[1, 2])

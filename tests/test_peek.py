@@ -8,7 +8,7 @@ import pytest
 
 import smq
 from conftest import Clock, raw
-from smq import _peek
+from smq.operations import _peek
 
 START = 1_800_000_000  # the clock fixture's start, in seconds
 

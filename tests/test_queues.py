@@ -6,7 +6,7 @@ import pytest
 
 import smq
 from conftest import Clock, raw
-from smq._keys import QueueKeys
+from smq.core._keys import QueueKeys
 
 
 def test_create_returns_existing_queue_when_settings_match(client: smq.Client) -> None:

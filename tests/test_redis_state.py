@@ -22,7 +22,7 @@ import redis
 import smq
 from conftest import server_binary
 from smq import ChangeEntry, DeleteEntry, RedrivePolicy, SendEntry
-from smq._eviction import CHECK_SECONDS, SAFE_POLICIES
+from smq.connection._eviction import CHECK_SECONDS, SAFE_POLICIES
 from smq.embedded import EmbeddedRedis
 
 # Servers whose script errors are worded differently: Valkey (the embedded default), Redis 7

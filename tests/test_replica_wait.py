@@ -19,10 +19,10 @@ import pytest
 
 import smq
 from conftest import acl_refusals, acl_url, server_binary, stored_id
-from smq._ids import message_id
-from smq._keys import QueueKeys
-from smq._replicas import OBSERVATIONS, READ_ONLY
-from smq._scripts import lua_dir, sources
+from smq.connection._replicas import OBSERVATIONS, READ_ONLY
+from smq.core._ids import message_id
+from smq.core._keys import QueueKeys
+from smq.core._scripts import lua_dir, sources
 from smq.embedded import EmbeddedRedis, free_port
 
 

@@ -25,9 +25,9 @@ import pytest
 import smq
 from conftest import raw
 from smq._errors import LAYOUT
-from smq._keys import QueueKeys
-from smq._legacy import OLD_CONSUMER_SCRIPTS
+from smq.core._keys import QueueKeys
 from smq.embedded import EmbeddedRedis
+from smq.operations._legacy import OLD_CONSUMER_SCRIPTS
 
 WHEEL = Path(__file__).parent / "fixtures" / "smq_redis-0.2.0-py3-none-any.whl"
 
@@ -230,7 +230,7 @@ def test_a_layout_outside_this_versions_range_is_refused(
 def test_the_scripts_smq_looks_for_are_those_of_the_0_2_0_consumer(old: OldClient) -> None:
     shas = old.run(
         """
-        import smq._scripts as scripts
+        import smq.core._scripts as scripts
         result = sorted({scripts.sources(sharded)[name].sha for sharded in (False, True)
                          for name in ("receive", "move_out")})
         """

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 import smq
-from smq._scripts import _IDLE_CHECK_SECONDS
+from smq.core._scripts import _IDLE_CHECK_SECONDS
 from smq.embedded import EmbeddedRedis
 
 

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 import smq
 import smq.aio
 from http_support import BIN, Server, json_client
-from smq._sentinel import parse_sentinel_url, sentinel_url
+from smq.connection._sentinel import parse_sentinel_url, sentinel_url
 from smq.embedded import EmbeddedSentinel
 
 

@@ -18,8 +18,8 @@ from redis.cluster import RedisCluster, key_slot
 import smq
 from conftest import _fresh_cluster, _fresh_real, as_asked, raw
 from http_support import Server, json_client
-from smq import _shards
-from smq._keys import QueueKeys
+from smq.client import _shards
+from smq.core._keys import QueueKeys
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
 from worker_support import Running, wait_for
 

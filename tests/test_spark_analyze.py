@@ -57,7 +57,7 @@ class EventLog:
 
     def finished(self) -> list[dict[str, Any]]:
         """Rows in time order (the order given within one time), with stream ids and timestamps."""
-        from smq._events import timestamp_of
+        from smq.operations._events import timestamp_of
 
         ordered = sorted(self.rows, key=lambda row: row["at_ms"])  # stable
         last, seq = -1, 0

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import smq
-from smq._scripts import lua_dir, sources
+from smq.core._scripts import lua_dir, sources
 
 SMQ = str(Path(sys.executable).parent / "smq")
 
@@ -27,7 +27,7 @@ import json, sys
 
 import redis.utils
 import smq
-from smq._scripts import sources
+from smq.core._scripts import sources
 
 client = smq.Client(sys.argv[1])
 queue = client.get_queue("plain")
@@ -101,7 +101,7 @@ def test_the_zip_holds_smq_its_scripts_and_redis_py_and_nothing_compiled(spark_z
     names = set(zipfile.ZipFile(spark_zip).namelist())
     scripts = {f"smq/lua/{p.relative_to(lua_dir()).as_posix()}" for p in lua_dir().rglob("*.lua")}
     assert scripts <= names and "smq/lua/__init__.py" in names
-    assert {"smq/__init__.py", "smq/_scripts.py", "smq/spark/_source.py", "redis/__init__.py"} <= names
+    assert {"smq/__init__.py", "smq/core/_scripts.py", "smq/spark/_source.py", "redis/__init__.py"} <= names
     assert {name.split("/")[0] for name in names} <= {"smq", "redis", "async_timeout"}
     assert all(name.endswith((".py", ".lua")) for name in names)  # no C extension, no bytecode
     assert not any("__pycache__" in name for name in names)

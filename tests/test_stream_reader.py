@@ -10,7 +10,7 @@ import pytest
 
 import smq
 from conftest import Clock
-from smq._scripts import reply_pairs
+from smq.core._scripts import reply_pairs
 from smq.spark import _stream_read
 from smq.spark._options import SourceOptions
 from smq.spark._stream import QueueStreamReader

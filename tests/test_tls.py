@@ -33,7 +33,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 import smq
 import smq.aio
 from http_support import BIN, KEY_ID, REGION, SECRET, Server
-from smq._loop_scripts import CONNECTION_NAME, _tls_context
+from smq.client._loop_scripts import CONNECTION_NAME, _tls_context
 from smq.embedded import EmbeddedRedis, free_port, server_identity
 
 

@@ -30,7 +30,7 @@ from redis.exceptions import (
 
 import smq
 from http_support import Server, http_get, json_client, query_client
-from smq._redis_errors import refused, reply_error
+from smq.connection._redis_errors import refused, reply_error
 from smq.embedded import EmbeddedRedis
 from smq.server._errors import UNAVAILABLE
 
@@ -251,9 +251,9 @@ def test_a_redis_still_loading_or_a_cluster_failing_over_is_unavailable(reply: b
 )
 def test_smq_serves_event_loop_path_says_the_same(reply: bytes) -> None:
     """The scripts ``smq serve`` runs from its event loop meet these answers as the blocking path does."""
-    from smq._keys import QueueKeys
-    from smq._loop_scripts import LoopScripts
-    from smq._steps import ScriptCall
+    from smq.client._loop_scripts import LoopScripts
+    from smq.core._keys import QueueKeys
+    from smq.core._steps import ScriptCall
 
     loading = _LoadingRedis(reply)
     client = smq.Client(smq.Settings(url=f"redis://127.0.0.1:{loading.port}/0", allow_eviction=True))

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 import smq
 from conftest import raw
 from smq._errors import LAYOUT
-from smq._keys import QueueKeys
 from smq.cli import main
+from smq.core._keys import QueueKeys
 from smq.embedded import EmbeddedRedis
 
 NEWER = LAYOUT + 1

@@ -6,7 +6,8 @@ import pytest
 
 import smq
 from conftest import Clock, raw
-from smq import ChangeEntry, DeleteEntry, _message
+from smq import ChangeEntry, DeleteEntry
+from smq.core import _message
 
 HOURS = 3600
 

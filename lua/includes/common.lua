@@ -1,4 +1,4 @@
--- Shared helpers, spliced in front of every script by smq/_scripts.py.
+-- Shared helpers, spliced in front of every script by smq/core/_scripts.py.
 -- Only `local` names here: real Redis and fakeredis both refuse globals.
 
 -- Status codes. A whole-call failure replies {code, detail}; batch replies
@@ -256,7 +256,7 @@ local function is_noisy(held, total_inflight)
 end
 
 -- The MessageGroupId of a payload that starts at `at` in `text` ("f<n>:<group><m>:<dedup>",
--- see smq/_message.py), or nil; reads the payload's head only, never copies the body.
+-- see smq/core/_message.py), or nil; reads the payload's head only, never copies the body.
 local function group_at(text, at)
   if string.byte(text, at) ~= 102 then  -- 'f'
     return nil

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .._access import acl_rules
+from ..operations._access import acl_rules
 from ._base import main
 
 

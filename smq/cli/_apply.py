@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .. import _declared
+from ..operations import _declared
 from ._connect import open_client, redis_options
 from ._output import json_option, print_json
 from ._queues import queue

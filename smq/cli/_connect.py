@@ -11,11 +11,11 @@ from typing import Any, TypedDict, TypeVar
 import click
 import redis
 
-from .._client import Client
 from .._errors import InvalidParameter
-from .._sentinel import sentinel_url
-from .._settings import Settings
-from .._tls import check_client_files, is_tls_url
+from ..client._client import Client
+from ..connection._sentinel import sentinel_url
+from ..connection._settings import Settings
+from ..connection._tls import check_client_files, is_tls_url
 from ._base import fail
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from .._client import Client
 from .._errors import SmqError
+from ..client._client import Client
 from ._base import fail as _fail
 from ._base import main
 from ._connect import open_client, redis_options

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .._client import Client
+from ..client._client import Client
 from ._base import main
 from ._connect import open_client, redis_options
 from ._output import json_option, print_json, print_table

@@ -17,9 +17,9 @@ from typing import IO, Any
 
 import click
 
-from .._events import Event, event_pages, timestamp_of
-from .._queue import Queue
 from .._version import install_hint
+from ..client._queue import Queue
+from ..operations._events import Event, event_pages, timestamp_of
 from ._base import fail, main
 from ._connect import open_client, redis_options
 

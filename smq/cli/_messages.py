@@ -10,11 +10,11 @@ from typing import Any
 
 import click
 
-from .._batch import MAX_BATCH
-from .._config import MAX_VISIBILITY_TIMEOUT
 from .._errors import ReceiptError
-from .._message import Message, MessageAttribute
-from .._queue import MAX_WAIT_SECONDS
+from ..client._queue import MAX_WAIT_SECONDS
+from ..core._batch import MAX_BATCH
+from ..core._config import MAX_VISIBILITY_TIMEOUT
+from ..core._message import Message, MessageAttribute
 from ._base import fail, main
 from ._connect import open_client, redis_options
 from ._output import json_option, preview, print_json, print_table

@@ -14,7 +14,7 @@ from ._messages import attributes_json, fifo_json
 from ._output import age, json_option, preview, print_json, print_table
 
 if TYPE_CHECKING:
-    from .._peek import PeekedMessage
+    from ..operations._peek import PeekedMessage
 
 STATES: dict[str, tuple[str, ...]] = {
     "visible": ("visible",),

@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 
 import click
 
-from .._client import Client
-from .._config import (
+from .._errors import QueueDoesNotExist, QueueNameExists
+from ..client._client import Client
+from ..core._config import (
     _INT_SETTINGS,
     DEDUPLICATION_SCOPES,
     MAX_SHARDS,
@@ -20,7 +21,6 @@ from .._config import (
     RedrivePolicy,
     is_fifo_name,
 )
-from .._errors import QueueDoesNotExist, QueueNameExists
 from ._base import fail, main
 from ._connect import open_client, redis_options
 from ._output import age, json_option, print_json, print_table

@@ -13,10 +13,10 @@ from typing import IO, Any
 
 import click
 
-from .._batch import MAX_BATCH
 from .._errors import BatchRequestTooLong, OutcomeUnknown, SmqError
-from .._message import SendEntry, SendResult
-from .._queue import Queue
+from ..client._queue import Queue
+from ..core._batch import MAX_BATCH
+from ..core._message import SendEntry, SendResult
 from ._base import fail, main
 from ._connect import open_client, redis_options
 from ._output import json_option, print_json

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from .. import _declared
-from .._client import Client
 from .._errors import InvalidDeclaration, InvalidParameter, SmqError
-from .._settings import Settings
+from ..client._client import Client
+from ..connection._settings import Settings
+from ..operations import _declared
 from ._base import fail as _fail
 from ._base import main
 from ._connect import redis_for, redis_options, redis_tls_settings, redis_wait_settings

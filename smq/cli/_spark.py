@@ -139,7 +139,7 @@ def _python_files(folder: Traversable, prefix: str, *, skip: str = "") -> list[t
 
 def zip_entries() -> list[tuple[str, Traversable]]:
     """The files ``smq spark-zip`` writes: smq's Python files and Lua scripts, then redis-py's."""
-    from .._scripts import lua_files
+    from ..core._scripts import lua_files
 
     entries = _python_files(importlib.resources.files("smq"), "smq/", skip="lua")
     lua = lua_files()

@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from .._client import Client
-from .._config import QueueInfo
 from .._errors import QueueDoesNotExist
+from ..client._client import Client
+from ..core._config import QueueInfo
 from ._base import main
 from ._connect import open_client, redis_options
 from ._output import age, json_option, print_table

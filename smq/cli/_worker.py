@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from .._config import MAX_VISIBILITY_TIMEOUT
-from .._queue import MAX_WAIT_SECONDS
+from ..client._queue import MAX_WAIT_SECONDS
+from ..core._config import MAX_VISIBILITY_TIMEOUT
 from ..worker import Worker, WorkerConfig, load_handler
 from ._base import main
 from ._connect import open_client, redis_options

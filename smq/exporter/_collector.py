@@ -9,12 +9,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .._client import Client
-from .._config import QueueInfo
 from .._errors import QueueDoesNotExist, SmqError
-from .._eviction import policy_safe
-from .._health import RedisHealth
 from .._version import __version__
+from ..client._client import Client
+from ..connection._eviction import policy_safe
+from ..connection._health import RedisHealth
+from ..core._config import QueueInfo
 from ._config import DEPRECATED_NAMES, ExporterConfig
 
 log = logging.getLogger("smq.exporter")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .._config import check_int, check_queue_name
 from .._errors import InvalidParameter
+from ..core._config import check_int, check_queue_name
 
 MAX_QUEUES_LIMIT = 100_000
 

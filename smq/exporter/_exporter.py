@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._client import Client
+from ..client._client import Client
 from ._collector import QueueCollector
 from ._config import ExporterConfig
 from ._http import MetricsServer

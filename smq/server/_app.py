@@ -21,7 +21,6 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from .._client import Client
 from .._errors import (
     EvictionPolicyUnsafe,
     RedisCannotPersist,
@@ -31,16 +30,16 @@ from .._errors import (
     TooFewReplicas,
     Unavailable,
 )
-from .._history import HISTORY_QUEUES, HISTORY_STEP, sample_queues
-from .._loop_polls import LongPolls
-from .._loop_scripts import LoopScripts
-from .._outage import Outage
-from .._queue import Queue
+from ..client._client import Client
+from ..client._loop_polls import LongPolls
+from ..client._loop_scripts import LoopScripts
+from ..client._queue import Queue
+from ..connection._outage import Outage
+from ..operations._history import HISTORY_QUEUES, HISTORY_STEP, sample_queues
 from . import _wire
 from ._access_log import AccessLog, file_handler
 from ._actions import ACTIONS
 from ._authorize import Policies, after, authorize
-from ._console import Console
 from ._consumers import SqsConsumers
 from ._context import Context, ServerConfig, path_region
 from ._errors import SqsError, from_core, public_text
@@ -48,6 +47,7 @@ from ._guard import ConnectionGuard, raise_file_limit
 from ._metrics import ApiMetrics
 from ._sigv4 import check_payload, scope_region, verify
 from ._tls import reload_certificate, server_context
+from .console._routes import Console
 
 log = logging.getLogger("smq.serve")
 

@@ -22,10 +22,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .._client import Client
-from .._config import EXTRA_PREFIX
-from .._keys import QueueKeys
-from .._scripts import text
+from ..client._client import Client
+from ..core._config import EXTRA_PREFIX
+from ..core._keys import QueueKeys
+from ..core._scripts import text
 from ._access_policy import Decision, Request, evaluate
 from ._context import Context
 from ._errors import SqsError

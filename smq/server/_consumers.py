@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import InvalidParameter, QueueDoesNotExist
 
 if TYPE_CHECKING:
-    from .._client import Client
+    from ..client._client import Client
 
 log = logging.getLogger("smq.serve")
 

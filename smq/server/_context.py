@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .._client import Client
 from .._errors import InvalidQueueName
-from .._loop_polls import LongPolls
-from .._names import ACCOUNT, REGION, check_sqs_name, namespace, qualify, split_name
-from .._queue import Queue
-from .._steps import Steps
+from ..client._client import Client
+from ..client._loop_polls import LongPolls
+from ..client._queue import Queue
+from ..core._names import ACCOUNT, REGION, check_sqs_name, namespace, qualify, split_name
+from ..core._steps import Steps
 from ._consumers import SqsConsumers
 from ._errors import NO_QUEUE, SqsError
 
@@ -48,7 +48,7 @@ class ServerConfig:
             Redis connection per node; long polls that wait hold none). On a
             plain Redis the scripts of sends, receives, deletes, visibility
             changes and attribute reads run from the event loop instead, on
-            one connection of its own (see ``smq._loop_scripts``).
+            one connection of its own (see ``smq.client._loop_scripts``).
         shutdown_timeout: Seconds a graceful stop waits for requests in flight.
         access_log: Log one JSON line per request.
         move_task_interval: Seconds between looks for message move tasks to run.
@@ -148,7 +148,7 @@ class Context:
     the server's. Queues belong to a region and an account; those of the
     server's own region and account keep bare core names (``orders``), the
     others have qualified ones (``eu-west-1:000000000000:orders``, see
-    ``smq._names``). Names passed between actions are core names.
+    ``smq.core._names``). Names passed between actions are core names.
     """
 
     client: Client

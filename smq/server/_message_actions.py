@@ -9,11 +9,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._batch import MAX_BATCH, check_batch
-from .._config import MAX_VISIBILITY_TIMEOUT
-from .._digest import md5_of_attributes
 from .._errors import ReceiptHandleIsInvalid, SmqError
-from .._message import (
+from ..client._queue import MAX_WAIT_SECONDS, Queue
+from ..core._batch import MAX_BATCH, check_batch
+from ..core._config import MAX_VISIBILITY_TIMEOUT
+from ..core._digest import md5_of_attributes
+from ..core._message import (
     BatchFailure,
     BatchResult,
     ChangeEntry,
@@ -24,9 +25,8 @@ from .._message import (
     SendResult,
     check_fifo_id,
 )
-from .._queue import MAX_WAIT_SECONDS, Queue
-from .._sources import dead_letter_origins
-from .._steps import Steps
+from ..core._steps import Steps
+from ..operations._sources import dead_letter_origins
 from . import _params as p
 from ._context import Context
 from ._errors import NO_QUEUE, SqsError, code_for, from_core, public_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._attributes import integer_text as integer_text  # re-exported: its old home
+from ..core._attributes import integer_text as integer_text  # re-exported: its old home
 from ._errors import SqsError
 
 

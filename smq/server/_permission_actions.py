@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from .._policy import update_extra_attribute
+from ..operations._policy import update_extra_attribute
 from . import _params as p
 from ._authorize import GRANTABLE, OWNER_ONLY
 from ._context import Context

@@ -9,17 +9,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._attributes import ATTRIBUTE_OF, FIFO_ONLY, SETTINGS, SHARDS, STORED, in_attribute_words
-from .._config import (
-    MAX_SHARDS,
-    QueueInfo,
-    RedrivePolicy,
-    check_extra_attributes,
-    check_queue_name,
-    is_fifo_name,
-    setting_choices,
-    setting_range,
-)
 from .._errors import (
     InvalidAttributeName,
     InvalidAttributeValue,
@@ -29,7 +18,18 @@ from .._errors import (
     SmqError,
     TooManyTags,
 )
-from .._names import check_sqs_name, split_name
+from ..core._attributes import ATTRIBUTE_OF, FIFO_ONLY, SETTINGS, SHARDS, STORED, in_attribute_words
+from ..core._config import (
+    MAX_SHARDS,
+    QueueInfo,
+    RedrivePolicy,
+    check_extra_attributes,
+    check_queue_name,
+    is_fifo_name,
+    setting_choices,
+    setting_range,
+)
+from ..core._names import check_sqs_name, split_name
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError

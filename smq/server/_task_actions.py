@@ -1,7 +1,7 @@
 """Message move tasks: StartMessageMoveTask, ListMessageMoveTasks, CancelMessageMoveTask.
 
 A task is a record in Redis; the moving is done by whichever ``smq serve``
-process holds its lease (see ``smq._move_tasks``), so a task outlives the
+process holds its lease (see ``smq.operations._move_tasks``), so a task outlives the
 process that started it.
 
 A TaskHandle is, as in SQS, base64 of a JSON document naming the task by a
@@ -23,8 +23,8 @@ import uuid
 from typing import Any
 
 from .._errors import MoveTaskActive, MoveTaskNotFound, QueueDoesNotExist, SmqError
-from .._move_tasks import RUNNING, TOKEN, MoveTask, make_handle, parse_handle
-from .._sources import is_dead_letter_queue
+from ..operations._move_tasks import RUNNING, TOKEN, MoveTask, make_handle, parse_handle
+from ..operations._sources import is_dead_letter_queue
 from . import _params as p
 from ._context import Context
 from ._errors import SqsError, from_core

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import ssl
 
-from .._tls import check_pem, tls_problem
+from ..connection._tls import check_pem, tls_problem
 
 log = logging.getLogger("smq.serve")
 

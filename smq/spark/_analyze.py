@@ -357,8 +357,8 @@ def run_job(
 
 def with_streams(stats: Sequence[QueueStats], url: str, cluster: bool) -> list[QueueStats]:
     """``stats`` with what Redis knows of the Spark streams that consume each queue."""
-    from .._client import Client
-    from .._settings import Settings
+    from ..client._client import Client
+    from ..connection._settings import Settings
     from ._consumers import stream_consumers
 
     result = []

@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .._client import Client
-from .._keys import QueueKeys
-from .._scripts import reply_pairs
+from ..client._client import Client
+from ..core._keys import QueueKeys
+from ..core._scripts import reply_pairs
 from ._stream_read import TALLIES, BatchRecord
 
 REFRESH_SECONDS = 3600

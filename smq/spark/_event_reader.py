@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .._events import event_pages, timestamp_of
+from ..operations._events import event_pages, timestamp_of
 from ._options import SourceOptions
 
 EVENT_SCHEMA = (
@@ -38,7 +38,7 @@ class EventReader(DataSourceReader):
         self.options = options
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        from .._client import Client
+        from ..client._client import Client
 
         with Client(settings=self.options.settings) as client:
             for page in event_pages(client.queue(self.options.queue), PAGE):

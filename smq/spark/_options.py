@@ -48,8 +48,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._errors import InvalidParameter
-from .._peek import MAX_PEEK, MAX_PEEK_OFFSET, PEEK_STATES
-from .._settings import Settings
+from ..connection._settings import Settings
+from ..operations._peek import MAX_PEEK, MAX_PEEK_OFFSET, PEEK_STATES
 
 _DEEPEST = MAX_PEEK_OFFSET + MAX_PEEK
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from .._message import MessageAttribute
-from .._peek import PeekedMessage
+from ..core._message import MessageAttribute
+from ..operations._peek import PeekedMessage
 
 
 def _time(seconds: float | None) -> datetime | None:

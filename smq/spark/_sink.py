@@ -36,12 +36,12 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import MapType, StringType, StructType
 
-from .._batch import MAX_BATCH, MAX_BATCH_BYTES
-from .._client import Client
 from .._errors import InvalidParameter, SmqError
-from .._keys import QueueKeys
-from .._message import AttributeValue, SendEntry, attributes_size, to_attributes
-from .._queue import Queue
+from ..client._client import Client
+from ..client._queue import Queue
+from ..core._batch import MAX_BATCH, MAX_BATCH_BYTES
+from ..core._keys import QueueKeys
+from ..core._message import AttributeValue, SendEntry, attributes_size, to_attributes
 from ._options import SourceOptions
 
 log = logging.getLogger("smq.spark")

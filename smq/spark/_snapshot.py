@@ -16,9 +16,9 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .._client import Client
 from .._errors import InvalidParameter
-from .._peek import MAX_PEEK, MAX_PEEK_OFFSET
+from ..client._client import Client
+from ..operations._peek import MAX_PEEK, MAX_PEEK_OFFSET
 from ._options import SourceOptions
 from ._rows import peeked_row
 

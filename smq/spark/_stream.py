@@ -57,11 +57,11 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from .._client import Client
 from .._errors import ReceiptExpired, SmqError, StaleReceipt, VisibilityCeilingExceeded
-from .._message import ChangeEntry, DeleteEntry
-from .._queue import Queue
-from .._scripts import reply_pairs
+from ..client._client import Client
+from ..client._queue import Queue
+from ..core._message import ChangeEntry, DeleteEntry
+from ..core._scripts import reply_pairs
 from ._consumers import REFRESH_SECONDS, register
 from ._options import SourceOptions
 from ._stream_read import (

@@ -46,12 +46,12 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from .._client import Client
 from .._errors import OverLimit, SmqError
-from .._keys import QueueKeys
-from .._message import ChangeEntry, DeleteEntry, Message
-from .._queue import Queue
-from .._settings import Settings
+from ..client._client import Client
+from ..client._queue import Queue
+from ..connection._settings import Settings
+from ..core._keys import QueueKeys
+from ..core._message import ChangeEntry, DeleteEntry, Message
 from ._rows import attribute_strings
 
 log = logging.getLogger("smq.spark")

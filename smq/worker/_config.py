@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._config import MAX_VISIBILITY_TIMEOUT, check_int
 from .._errors import InvalidParameter
-from .._queue import MAX_WAIT_SECONDS
+from ..client._queue import MAX_WAIT_SECONDS
+from ..core._config import MAX_VISIBILITY_TIMEOUT, check_int
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Mapping
 
 from .._errors import LeaseLost
-from .._message import Message, MessageAttribute
+from ..core._message import Message, MessageAttribute
 
 _EVENTS = threading.Lock()  # makes a job's Event and sets its flag, so no wait misses a loss
 

@@ -28,11 +28,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from .._batch import MAX_BATCH
 from .._errors import QueueDoesNotExist, SmqError
-from .._message import BatchResult, ChangeEntry, DeleteEntry, Message
-from .._outage import Outage
-from .._queue import Queue
+from ..client._queue import Queue
+from ..connection._outage import Outage
+from ..core._batch import MAX_BATCH
+from ..core._message import BatchResult, ChangeEntry, DeleteEntry, Message
 from ._job import Job
 from ._metrics import WorkerMetrics
 

@@ -16,14 +16,14 @@ from functools import partial
 from types import FrameType
 from typing import Any
 
-from .._batch import MAX_BATCH
-from .._client import Client
-from .._consumers import BEAT_SECONDS
 from .._errors import InvalidParameter, QueueDoesNotExist, SmqError
-from .._message import DeleteEntry, Message
-from .._queue import Queue, _Rider
 from .._version import __version__
 from ..aio import AsyncClient, AsyncQueue
+from ..client._client import Client
+from ..client._queue import Queue, _Rider
+from ..core._batch import MAX_BATCH
+from ..core._message import DeleteEntry, Message
+from ..operations._consumers import BEAT_SECONDS
 from ._config import WorkerConfig
 from ._leases import CEILING_SECONDS, Lease, LeaseKeeper
 from ._metrics import WorkerMetrics
