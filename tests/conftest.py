@@ -89,16 +89,47 @@ def _group(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slowest files first, the rest as collected (a stable sort).
+    """The slowest files first, the rest as collected (a stable sort); then the backend matrix.
 
     A module that sets ``SYNC_CLIENT_ONLY`` (why) tests something built on the sync client
-    (the Spark reader): its tests run with the sync client only."""
+    (the Spark reader): its tests run with the sync client only. The ``client`` fixture's
+    combinations a test runs on are :func:`_combination_wanted`'s."""
     rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-    dropped = [item for item in items if _async_client_not_wanted(item)]
+    matrix = os.environ.get("SMQ_TEST_MATRIX", "")
+    if matrix not in MATRICES:
+        raise pytest.UsageError(f"SMQ_TEST_MATRIX={matrix!r}: use one of {', '.join(map(repr, MATRICES))}")
+    dropped = [
+        item for item in items if _async_client_not_wanted(item) or not _combination_wanted(item, matrix)
+    ]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not _async_client_not_wanted(item)]
+        wanted = set(map(id, dropped))
+        items[:] = [item for item in items if id(item) not in wanted]
+
+
+#: ``SMQ_TEST_MATRIX``: "" (the default) runs the tests of ``EVERY_BACKEND`` modules on all 14
+#: combinations of the ``client`` fixture and the rest on ``SMALL_MATRIX``; "full" runs every test
+#: on all 14; "small" runs every test on ``SMALL_MATRIX`` (the lowest-versions run). Why, in
+#: docs/development.md ("Which tests run on which backends").
+MATRICES = ("", "full", "small")
+
+#: Four of the 14 combinations, which between them take each test through the default server on
+#: both clients, the oldest supported server, and a Redis Cluster as the least-privilege ACL user.
+SMALL_MATRIX = frozenset({"redis", "redis-aio", "redis-6.2", "cluster-acl"})
+
+
+def _combination_wanted(item: pytest.Item, matrix: str) -> bool:
+    """Does ``item`` run on its ``client`` combination under ``matrix``? Tests that name their
+    backends themselves (``parametrize("client", ..., indirect=True)``) run on those."""
+    callspec = getattr(item, "callspec", None)
+    if matrix == "full" or callspec is None or "client" not in callspec.params:
+        return True
+    if any("client" in str(mark.args[0]) for mark in item.iter_markers("parametrize")):
+        return True
+    if matrix == "" and getattr(getattr(item, "module", None), "EVERY_BACKEND", None) is not None:
+        return True
+    return str(callspec.params["client"]) in SMALL_MATRIX
 
 
 def _async_client_not_wanted(item: pytest.Item) -> bool:
@@ -348,6 +379,14 @@ class Clock:
 @pytest.fixture
 def clock(client: smq.Client) -> Clock:
     return Clock(client)
+
+
+def patience(seconds: float) -> float:
+    """A deadline of ``seconds`` stretched to this machine's load at the call (up to 4 times): for
+    waits on work that takes longer when the cores are shared (JVMs, installs, whole jobs). It
+    is never shorter than ``seconds``, so a quiet machine still fails a hang in that time."""
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return seconds * max(1.0, min(4.0, load))
 
 
 def need_program(program: str, why: str) -> str:

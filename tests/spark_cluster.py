@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conftest import patience
 from smq.embedded import free_port
 from smq.spark import java_home
 
@@ -114,7 +115,7 @@ class StandaloneCluster:
 
     def wait_for_executors(self, count: int, timeout: float = 60) -> list[int]:
         """Wait until at least ``count`` executor JVMs run; their pids."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while True:
             found = self.executor_pids()
             if len(found) >= count:
@@ -190,7 +191,7 @@ def stop_processes(pids: list[int], processes: list[subprocess.Popen[bytes]], ti
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     for process in processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -218,7 +219,7 @@ def standalone_cluster(
     env = _environment(folder)
     launcher = str(spark_home() / "bin" / "spark-class")
     processes: list[subprocess.Popen[bytes]] = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     try:
         for attempt in range(_START_ATTEMPTS):
             port, webui = free_port(), free_port()
@@ -327,7 +328,7 @@ def submit(
 def finish(job: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str, str]:
     """Wait for a submitted job: its exit code, stdout and stderr (killed at the deadline)."""
     try:
-        out, err = job.communicate(timeout=timeout)
+        out, err = job.communicate(timeout=patience(timeout))
     except subprocess.TimeoutExpired:
         job.kill()
         out, err = job.communicate()

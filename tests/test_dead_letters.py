@@ -9,6 +9,9 @@ from conftest import Clock, raw
 from smq.core._keys import QueueKeys
 from smq.operations import _moves
 
+#: Why these tests run on all 14 combinations of ``client`` (conftest.MATRICES).
+EVERY_BACKEND = "the move scripts (dead-lettering, redrive), across hash slots"
+
 
 def _dead_letter_setup(client: smq.Client, max_receives: int = 2) -> tuple[smq.Queue, smq.Queue]:
     dlq = client.create_queue("jobs-dlq")

@@ -13,6 +13,9 @@ from smq import DeleteEntry, SendEntry
 from smq.core._keys import KINDS, QueueKeys
 from smq.embedded import EmbeddedRedis
 
+#: Why these tests run on all 14 combinations of ``client`` (conftest.MATRICES).
+EVERY_BACKEND = "the receipt rules of delete against receive"
+
 
 def entries_of(messages: list[smq.Message]) -> list[DeleteEntry]:
     return [DeleteEntry(f"d{i}", m.receipt_handle) for i, m in enumerate(messages)]

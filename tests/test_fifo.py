@@ -17,6 +17,9 @@ import smq
 from conftest import Clock, raw
 from smq.core._keys import KINDS, QueueKeys
 
+#: Why these tests run on all 14 combinations of ``client`` (conftest.MATRICES).
+EVERY_BACKEND = "the FIFO scripts' group order and deduplication"
+
 
 def _fifo(client: smq.Client, name: str = "jobs.fifo", **settings: object) -> smq.Queue:
     return client.create_queue(name, content_based_deduplication=True, **settings)

@@ -10,6 +10,9 @@ import pytest
 
 import smq
 
+#: Why these tests run on all 14 combinations of ``client`` (conftest.MATRICES).
+EVERY_BACKEND = "long polls wake differently on each server and client"
+
 #: The long polls here wait this long (the most SQS allows): a poll that was not woken takes all of it.
 WAIT = 20
 #: A woken poll returns well before ``WAIT``: the checks allow this long, room for a loaded machine.

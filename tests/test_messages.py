@@ -12,6 +12,9 @@ from smq import MessageAttribute as Attr
 from smq import SendEntry
 from smq.core import _message
 
+#: Why these tests run on all 14 combinations of ``client`` (conftest.MATRICES).
+EVERY_BACKEND = "send and receive are script contracts"
+
 
 def test_digests_match_sqs_reference_values() -> None:
     assert smq.md5_of_body("hello") == "5d41402abc4b2a76b9719d911017c592"

@@ -15,6 +15,9 @@ import smq
 from smq.core._scripts import _IDLE_CHECK_SECONDS
 from smq.embedded import EmbeddedRedis
 
+#: Why these tests run on all 14 combinations of ``client`` (conftest.MATRICES).
+EVERY_BACKEND = "what a script may never do (erase, overlap leases)"
+
 
 def test_redis_that_may_evict_is_refused_unless_overridden(tmp_path: Path) -> None:
     with EmbeddedRedis(tmp_path, config=["maxmemory-policy allkeys-lru"]) as server:

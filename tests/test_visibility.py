@@ -9,6 +9,9 @@ from conftest import Clock, raw
 from smq import ChangeEntry, DeleteEntry
 from smq.core import _message
 
+#: Why these tests run on all 14 combinations of ``client`` (conftest.MATRICES).
+EVERY_BACKEND = "the receipt and visibility rules"
+
 HOURS = 3600
 
 
