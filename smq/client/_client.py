@@ -701,7 +701,7 @@ class Client:
                         return  # the access check writes: it waits for a safe policy
                     raise self._eviction.error()
             check_access(self)
-            check_wait(self)
+            check_wait(self._redis, self._scripts.wait, self.redis_health)
         except NoPermissionError as error:  # NOPERM on EVALSHA or SCRIPT LOAD themselves
             raise BackendError(f"{error}: give the Redis user smq's ACL ({hint})") from error
         except (RedisConnectionError, RedisTimeoutError) as error:

@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from redis.cluster import RedisCluster
 from redis.exceptions import NoPermissionError, RedisError, ResponseError
@@ -38,9 +38,6 @@ from .._errors import BackendError, UnsafeRedisConfig
 from ._health import RedisHealth
 from ._sentinel import is_sentinel_url
 from ._settings import Settings
-
-if TYPE_CHECKING:
-    from ..client._client import Client
 
 log = logging.getLogger("smq.replicas")
 
@@ -341,16 +338,15 @@ class NotReplicated(RedisError):
         super().__init__(f"it ran on the primary, but {what}: a failover may lose it")
 
 
-def check_wait(client: Client) -> None:
-    """Refuse, in one line, a wait the server cannot do (called when a client starts).
+def check_wait(redis: Any, wait: Wait | None, healths: Callable[[], list[RedisHealth]]) -> None:
+    """Refuse, in one line, a wait the server cannot do (called when a client starts, with its
+    connection, its wait, and how to read the health of its nodes).
 
     ``wait_aof`` needs ``WAITAOF`` (Redis 7.2 and later, Valkey) and the
     primary's append-only file on; both need the ACL to allow the command.
     """
-    wait = client._scripts.wait
     if wait is None:
         return
-    redis = client._redis
     probe = ("WAITAOF", 0, 0, 1) if wait.aof else ("WAIT", 0, 1)
     # The nodes themselves: redis-py finds no node to send a keyless ROLE to by the PRIMARIES flag.
     where = {"target_nodes": redis.get_primaries()} if isinstance(redis, RedisCluster) else {}  # type: ignore[no-untyped-call]
@@ -369,14 +365,14 @@ def check_wait(client: Client) -> None:
         raise BackendError(f"the Redis user may not run {probe[0]} ({error}): give it +{name}") from error
     except ResponseError as error:
         if wait.aof and "unknown command" in str(error).lower():
-            versions = ", ".join(sorted({h.version for h in client.redis_health()}))
+            versions = ", ".join(sorted({h.version for h in healths()}))
             raise UnsafeRedisConfig(
                 f"wait_aof needs WAITAOF (Redis 7.2 or later, or Valkey); this server is Redis {versions}: "
                 "turn wait_aof off, or upgrade"
             ) from error
         raise
     if wait.aof:
-        for health in client.redis_health():
+        for health in healths():
             if not health.aof_enabled:
                 raise UnsafeRedisConfig(
                     f"wait_aof waits for the append-only file, which is off on {health.node}: "

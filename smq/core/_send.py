@@ -45,11 +45,11 @@ from ._scripts import text
 from ._steps import ScriptCall, Steps, drive
 
 if TYPE_CHECKING:
-    from ..client._queue import Queue
+    from ._backend import QueueRef
 
 
 def _script_args(
-    queue: Queue, entry: SendEntry, stored_id: str
+    queue: QueueRef, entry: SendEntry, stored_id: str
 ) -> tuple[int, dict[str, MessageAttribute], list[Any]]:
     """(size, typed attributes, the script's arguments) for one message; raises what is wrong with it."""
     body = check_body(entry.body)
@@ -92,12 +92,14 @@ def _script_args(
     return size, attributes, [stored_id, size, payload, group, given or "", digest]
 
 
-def send_messages(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> BatchResult[SendResult]:
+def send_messages(queue: QueueRef, entries: Sequence[SendEntry], *, single: bool) -> BatchResult[SendResult]:
     """Send checked batch entries, each succeeding or failing on its own; ``single`` raises instead."""
     return drive(queue._client, send_steps(queue, entries, single=single))
 
 
-def send_steps(queue: Queue, entries: Sequence[SendEntry], *, single: bool) -> Steps[BatchResult[SendResult]]:
+def send_steps(
+    queue: QueueRef, entries: Sequence[SendEntry], *, single: bool
+) -> Steps[BatchResult[SendResult]]:
     """``send_messages`` as steps (see ``smq.core._steps``)."""
     client = queue._client
     fifo = queue.fifo

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ._keys import QueueKeys
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ._backend import Backend
 
 T = TypeVar("T")
 
@@ -43,7 +43,7 @@ class ScriptCall:
         self.queue = queue
         self.tolerate = tolerate
 
-    def run(self, client: Client) -> Any:
+    def run(self, client: Backend) -> Any:
         """The blocking way: ``Client.run``."""
         return client.run(self.script, self.keys, self.args, queue=self.queue, tolerate=self.tolerate)
 
@@ -60,7 +60,7 @@ class ScriptCalls:
         self.queue = queue
         self.tolerate = tolerate
 
-    def run(self, client: Client) -> list[Any]:
+    def run(self, client: Backend) -> list[Any]:
         """The blocking way: ``Client.run_many``."""
         return client.run_many(self.calls, queue=self.queue, tolerate=self.tolerate)
 
@@ -82,7 +82,7 @@ Step = ScriptCall | ScriptCalls | Blocking
 Steps = Generator[Step, Any, T]
 
 
-def drive(client: Client, steps: Steps[T]) -> T:
+def drive(client: Backend, steps: Steps[T]) -> T:
     """Run ``steps`` in this thread; their result."""
     answer: Any = None
     error: BaseException | None = None

@@ -27,7 +27,7 @@ from ..connection._redis_errors import refusal_error, refusal_kind
 from ..core._keys import PREFIX, QueueKeys
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ..core._backend import Backend
 
 SCRIPT_COMMANDS = (
     "del", "exists", "get", "hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hset",
@@ -93,7 +93,7 @@ def acl_hint(cluster: bool) -> str:
     return f"`{command}` prints it; see Operations: least privilege"
 
 
-def check_access(client: Client) -> None:
+def check_access(client: Backend) -> None:
     """Raise BackendError, in one line, if the Redis user may not run a command smq needs.
 
     On a Redis Cluster the check runs on every primary, each with its own user list.

@@ -24,7 +24,7 @@ from ..core._keys import QueueKeys
 from ..core._scripts import text
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ..core._backend import Backend
 
 CONSUMER_KINDS = ("worker", "sqs")
 """A ``worker`` (``smq.Worker``, ``smq worker``) or an ``sqs`` client receiving through ``smq serve``."""
@@ -84,14 +84,14 @@ def beat_args(consumer_id: str, kind: str, info: Mapping[str, Any], forget: bool
 
 
 def beat(
-    client: Client, keys: QueueKeys, consumer_id: str, kind: str, info: Mapping[str, Any], forget: bool
+    client: Backend, keys: QueueKeys, consumer_id: str, kind: str, info: Mapping[str, Any], forget: bool
 ) -> None:
     """Note (or with ``forget``, drop) one consumer's heartbeat on queue ``keys.name``."""
     args = [client._now_arg(), *beat_args(consumer_id, kind, info, forget)]
     client.run("consumer_beat", keys, args, queue=keys.name)
 
 
-def consumers(client: Client, keys: QueueKeys, limit: int) -> list[Consumer]:
+def consumers(client: Backend, keys: QueueKeys, limit: int) -> list[Consumer]:
     """The newest ``limit`` consumers of queue ``keys.name``; see ``Queue.consumers``."""
     check_int("limit", limit, 1, MAX_LISTED)
     reply = client.run("consumers", keys, [client._now_arg(), limit], queue=keys.name)

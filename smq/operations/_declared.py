@@ -58,7 +58,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ._queues import Queues
 
 T = TypeVar("T")
 Value = Union[int, bool, str, None]  # noqa: UP007 (a type alias: Python 3.10 evaluates it)
@@ -394,7 +394,7 @@ def _target(queue: DeclaredQueue) -> str | None:
 # -- planning and applying ----------------------------------------------------
 
 
-def plan(client: Client, declaration: Declaration) -> list[_Step]:
+def plan(client: Queues, declaration: Declaration) -> list[_Step]:
     """What applying ``declaration`` would change, checked against the queues that exist.
 
     Reads Redis, writes nothing. Raises InvalidDeclaration for a dead-letter
@@ -421,7 +421,7 @@ def plan(client: Client, declaration: Declaration) -> list[_Step]:
     return steps
 
 
-def _update(client: Client, source: str, queue: DeclaredQueue) -> _Step:
+def _update(client: Queues, source: str, queue: DeclaredQueue) -> _Step:
     handle = client.queue(queue.name)
     config = handle.attributes().config
     name = queue.name
@@ -484,7 +484,7 @@ def _redrive_changes(
     return changes
 
 
-def apply(client: Client, declaration: Declaration, *, dry_run: bool = False) -> list[QueueChange]:
+def apply(client: Queues, declaration: Declaration, *, dry_run: bool = False) -> list[QueueChange]:
     """Plan, then (unless ``dry_run``) make the changes; returns one QueueChange per queue, in order."""
     steps = plan(client, declaration)
     if not dry_run:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import InvalidParameter, QueueDoesNotExist
 from ..core._config import check_int
@@ -20,8 +20,7 @@ from ..core._keys import QueueKeys
 from ..core._scripts import text
 
 if TYPE_CHECKING:
-    from ..client._client import Client
-    from ..client._queue import Queue
+    from ..core._backend import Backend
 
 EVENT_KINDS = (
     "sent",
@@ -88,7 +87,7 @@ def timestamp_of(at_ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=at_ms)
 
 
-def read_events(client: Client, keys: QueueKeys, after: str, limit: int) -> list[Event]:
+def read_events(client: Backend, keys: QueueKeys, after: str, limit: int) -> list[Event]:
     """Up to ``limit`` events of queue ``keys.name`` after entry ``after``; see ``Queue.events``."""
     check_int("limit", limit, 1, MAX_EVENTS_PAGE)
     if not isinstance(after, str) or not _is_position(after):
@@ -100,7 +99,7 @@ def read_events(client: Client, keys: QueueKeys, after: str, limit: int) -> list
     ]
 
 
-def read_stream(client: Client, keys: QueueKeys, low: str, limit: int) -> list[tuple[Any, Any]]:
+def read_stream(client: Backend, keys: QueueKeys, low: str, limit: int) -> list[tuple[Any, Any]]:
     """Up to ``limit`` raw entries of the queue's event stream from ``low`` (an XRANGE start) on."""
     entries: list[tuple[Any, Any]] = client._call(client._redis.xrange, keys.events, low, "+", count=limit)
     if not entries and not client._call(client._redis.exists, keys.meta):
@@ -108,7 +107,13 @@ def read_stream(client: Client, keys: QueueKeys, low: str, limit: int) -> list[t
     return entries
 
 
-def event_pages(queue: Queue, size: int = MAX_EVENTS_PAGE) -> Iterator[list[Event]]:
+class EventSource(Protocol):
+    """A queue handle as ``event_pages`` reads it."""
+
+    def events(self, *, after: str = "-", limit: int = 1000) -> list[Event]: ...
+
+
+def event_pages(queue: EventSource, size: int = MAX_EVENTS_PAGE) -> Iterator[list[Event]]:
     """All of ``queue``'s kept events, oldest first, in non-empty pages of up to ``size``."""
     after = "-"
     while True:

@@ -21,7 +21,7 @@ from ..core._keys import QueueKeys
 from ..core._scripts import text
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ._queues import Queues
 
 HISTORY_STEP = 10
 """Seconds between two samples of a queue."""
@@ -63,7 +63,7 @@ def sample_text(info: QueueInfo) -> str:
     return "|".join(str(max(0, int(value))) for value in values)
 
 
-def record(client: Client, keys: QueueKeys, info: QueueInfo, step: int, keep: int) -> bool:
+def record(client: Queues, keys: QueueKeys, info: QueueInfo, step: int, keep: int) -> bool:
     """Keep ``info``'s counts as the sample of the current step; False if it has one already."""
     check_int("step", step, 1, 3600)
     check_int("keep", keep, 1, MAX_HISTORY)
@@ -72,7 +72,7 @@ def record(client: Client, keys: QueueKeys, info: QueueInfo, step: int, keep: in
     return bool(reply[1])
 
 
-def read(client: Client, keys: QueueKeys, limit: int, stride: int = 1) -> tuple[float, list[Sample]]:
+def read(client: Queues, keys: QueueKeys, limit: int, stride: int = 1) -> tuple[float, list[Sample]]:
     """(Redis time now in seconds, the newest ``limit`` samples, oldest first); with ``stride``,
     every stride-th of them counting back from the newest (fewer to decode, for a trend)."""
     check_int("limit", limit, 1, MAX_HISTORY)
@@ -96,7 +96,7 @@ these only."""
 
 
 def sample_queues(
-    client: Client, limit: int = HISTORY_QUEUES, stopping: Callable[[], bool] = lambda: False
+    client: Queues, limit: int = HISTORY_QUEUES, stopping: Callable[[], bool] = lambda: False
 ) -> int:
     """Keep a sample of each of the first ``limit`` queues (by name) not sampled this step yet;
     returns how many were kept. A queue deleted meanwhile is passed over; once ``stopping()``

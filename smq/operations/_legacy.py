@@ -21,7 +21,7 @@ from redis.exceptions import NoPermissionError
 from .._errors import BackendError
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ..core._backend import Backend
 
 log = logging.getLogger("smq.layout")
 
@@ -33,7 +33,7 @@ OLD_CONSUMER_SCRIPTS = {
 Pub/Sub), as its client loads them (tests/test_rolling_upgrade.py checks them against its wheel)."""
 
 
-def old_consumers_seen(client: Client) -> bool | None:
+def old_consumers_seen(client: Backend) -> bool | None:
     """Whether a primary holds a 0.2.0 consumer's scripts; None when Redis refuses to say
     (an ACL without ``SCRIPT EXISTS``, such as one 0.2.0's ``smq acl`` wrote)."""
     shas = list(OLD_CONSUMER_SCRIPTS.values())

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import (
-    BackendError,
     InvalidParameter,
     MoveTaskActive,
     MoveTaskNotFound,
     OutcomeUnknown,
     QueueDoesNotExist,
+    BackendError,
     SmqError,
     Status,
 )
@@ -46,7 +46,7 @@ from ._moves import MOVE_CHUNK, redrive_counted
 from ._sources import is_dead_letter_queue
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ._queues import Queues
 
 log = logging.getLogger("smq.move_tasks")
 
@@ -168,14 +168,14 @@ def parse_handle(handle: object) -> tuple[str, str]:
 # -- the index of tasks that may be active ------------------------------------
 
 
-def _index_add(client: Client, handle: str) -> None:
+def _index_add(client: Queues, handle: str) -> None:
     source = parse_handle(handle)[0]
     client._write(
         "indexing a move task", source, MOVE_TASKS, "ZADD", MOVE_TASKS, "NX", int(time.time() * 1000), handle
     )
 
 
-def _index_remove(client: Client, handle: str) -> None:
+def _index_remove(client: Queues, handle: str) -> None:
     # Tidying the index: nobody is told of it, and a lost one is done again, so no wait.
     client._call(client._redis.zrem, MOVE_TASKS, handle)
 
@@ -183,7 +183,7 @@ def _index_remove(client: Client, handle: str) -> None:
 # -- start, list, cancel ----------------------------------------------------------
 
 
-def start(client: Client, source: str, destination: str | None, max_per_second: int | None) -> MoveTask:
+def start(client: Queues, source: str, destination: str | None, max_per_second: int | None) -> MoveTask:
     check_queue_name(source)
     if destination is not None:
         check_queue_name(destination)
@@ -229,7 +229,7 @@ def start(client: Client, source: str, destination: str | None, max_per_second: 
     return _Record.parse(reply[2]).task(handle, source)
 
 
-def list_tasks(client: Client, source: str, limit: int) -> list[MoveTask]:
+def list_tasks(client: Queues, source: str, limit: int) -> list[MoveTask]:
     check_queue_name(source)
     check_int("limit", limit, 1, MAX_LIST)
     reply = client.run("move_task_list", QueueKeys.of(source), [client._now_arg(), limit], queue=source)
@@ -242,7 +242,7 @@ def list_tasks(client: Client, source: str, limit: int) -> list[MoveTask]:
     return tasks
 
 
-def cancel(client: Client, handle: str) -> MoveTask:
+def cancel(client: Queues, handle: str) -> MoveTask:
     source, token = parse_handle(handle)
     reply = client.run(
         "move_task_cancel",
@@ -264,7 +264,7 @@ def cancel(client: Client, handle: str) -> MoveTask:
 # -- the runner ---------------------------------------------------------------------
 
 
-def run(client: Client, owner: str, lease: float, deadline: float | None) -> int:
+def run(client: Queues, owner: str, lease: float, deadline: float | None) -> int:
     if not isinstance(owner, str) or not 1 <= len(owner) <= 100 or "|" in owner:
         raise InvalidParameter(f"owner must be 1 to 100 characters without '|', not {owner!r}")
     if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not 1 <= lease <= 3600:
@@ -286,7 +286,7 @@ def run(client: Client, owner: str, lease: float, deadline: float | None) -> int
 
 
 class _Runner:
-    def __init__(self, client: Client, owner: str, lease_ms: int, deadline: float | None) -> None:
+    def __init__(self, client: Queues, owner: str, lease_ms: int, deadline: float | None) -> None:
         self.client = client
         self.owner = owner
         self.lease_ms = lease_ms

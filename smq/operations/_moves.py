@@ -32,7 +32,8 @@ from ..core._keys import QueueKeys
 from ..core._scripts import text
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ..core._backend import Backend
+    from ._queues import Queues
 
 log = logging.getLogger("smq.moves")
 
@@ -40,7 +41,7 @@ MOVE_CHUNK = 100
 _MAX_RECOVERY_ROUNDS = 1000
 
 
-def finish_moves(client: Client, source: str, flat: Sequence[Any], *, park: bool) -> int:
+def finish_moves(client: Backend, source: str, flat: Sequence[Any], *, park: bool) -> int:
     """Steps 2 and 3 for outbox entries ``[id, entry, id, entry, ...]`` of ``source``.
 
     When a destination queue does not exist, dead letters stay parked in the
@@ -96,7 +97,7 @@ def _arriving(entry: list[Any]) -> list[Any]:
     return [*entry, derived_id(entry[0].encode(), entry[1])]
 
 
-def _move_in(client: Client, keys: QueueKeys, entries: list[list[Any]]) -> None:
+def _move_in(client: Backend, keys: QueueKeys, entries: list[list[Any]]) -> None:
     for start in range(0, len(entries), MOVE_CHUNK):
         chunk = entries[start : start + MOVE_CHUNK]
         args: list[Any] = [client._now_arg(), keys.wake_channel, len(chunk)]
@@ -106,7 +107,7 @@ def _move_in(client: Client, keys: QueueKeys, entries: list[list[Any]]) -> None:
 
 
 def recover(
-    client: Client, name: str, *, min_age_ms: int, park: bool = True, rounds: int = _MAX_RECOVERY_ROUNDS
+    client: Backend, name: str, *, min_age_ms: int, park: bool = True, rounds: int = _MAX_RECOVERY_ROUNDS
 ) -> int:
     keys = QueueKeys.of(name)
     finished = 0
@@ -121,12 +122,12 @@ def recover(
     return finished
 
 
-def redrive(client: Client, name: str, destination: str, max_messages: int | None) -> int:
+def redrive(client: Queues, name: str, destination: str, max_messages: int | None) -> int:
     return redrive_counted(client, name, destination, max_messages)[1]
 
 
 def redrive_counted(
-    client: Client, name: str, destination: str, max_messages: int | None
+    client: Queues, name: str, destination: str, max_messages: int | None
 ) -> tuple[int, int, int, int]:
     """Redrive; returns (messages taken, messages of those stored in their
     destination, messages of interrupted moves out of ``name`` finished first,

@@ -22,7 +22,7 @@ from ..core._message import MessageAttribute, decode_record
 from ..core._scripts import text
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ..core._backend import Backend
 
 PEEK_STATES = ("visible", "in_flight", "delayed")
 """The states a peek can look at, each one list or sorted set of the queue."""
@@ -87,7 +87,7 @@ def check_peek(state: object, limit: object, offset: object) -> None:
     check_int("offset", offset, 0, MAX_PEEK_OFFSET)
 
 
-def peek(client: Client, keys: QueueKeys, state: str, limit: int, offset: int) -> list[PeekedMessage]:
+def peek(client: Backend, keys: QueueKeys, state: str, limit: int, offset: int) -> list[PeekedMessage]:
     """Run the peek script for queue ``keys.name``, checked; see ``Queue.peek``."""
     check_peek(state, limit, offset)
     name = keys.name

@@ -15,12 +15,12 @@ from ..core._keys import QueueKeys
 from ..core._scripts import text
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ..core._backend import Backend
 
 _ATTEMPTS = 20
 
 
-def update_extra_attribute(client: Client, queue: str, name: str, change: Callable[[str], str]) -> str:
+def update_extra_attribute(client: Backend, queue: str, name: str, change: Callable[[str], str]) -> str:
     """Set stored attribute ``name`` of ``queue`` to ``change(current)``; return the new value.
 
     ``current`` and the result are ``""`` for "not set" (a ``""`` result

@@ -20,17 +20,17 @@ from ..core._message import parse_receipt, receipt_queue
 from ..core._scripts import text
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ..core._backend import Backend
     from ..core._message import Message
 
 
-def note_source(client: Client, source: str, dead_letter_queue: str) -> None:
+def note_source(client: Backend, source: str, dead_letter_queue: str) -> None:
     """Record that ``source`` may name ``dead_letter_queue`` in its redrive policy."""
     index = QueueKeys.of(dead_letter_queue).sources
     client._write("indexing a dead-letter source", source, index, "ZADD", index, 0, source)
 
 
-def list_sources(client: Client, name: str, limit: int | None, after: str) -> list[str]:
+def list_sources(client: Backend, name: str, limit: int | None, after: str) -> list[str]:
     """Names of the queues whose redrive policy names ``name``, sorted, after ``after``.
 
     Reads candidates from the index a page at a time and checks each one's
@@ -60,12 +60,12 @@ def list_sources(client: Client, name: str, limit: int | None, after: str) -> li
     return found
 
 
-def is_dead_letter_queue(client: Client, name: str) -> bool:
+def is_dead_letter_queue(client: Backend, name: str) -> bool:
     """Whether some queue's redrive policy names ``name`` now."""
     return bool(list_sources(client, name, 1, ""))
 
 
-def dead_letter_origins(client: Client, name: str, messages: Sequence[Message]) -> dict[str, str]:
+def dead_letter_origins(client: Backend, name: str, messages: Sequence[Message]) -> dict[str, str]:
     """The queue each of these messages of ``name`` was dead-lettered from (SQS's
     DeadLetterQueueSourceArn), by message id, for those that came by a dead-letter move.
 
@@ -85,7 +85,7 @@ def dead_letter_origins(client: Client, name: str, messages: Sequence[Message]) 
     return {m: o for m, o in origins.items() if o in naming}
 
 
-def _naming(client: Client, name: str, candidates: Sequence[str]) -> set[str]:
+def _naming(client: Backend, name: str, candidates: Sequence[str]) -> set[str]:
     """Those of ``candidates`` whose redrive policy names ``name`` now (one pipelined read)."""
     pipe = client._redis.pipeline(transaction=False)
     for candidate in candidates:

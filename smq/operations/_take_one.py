@@ -23,7 +23,7 @@ from ._moves import finish_moves
 from ._peek import MAX_PEEK, MAX_PEEK_OFFSET
 
 if TYPE_CHECKING:
-    from ..client._queue import Queue
+    from ..core._backend import QueueRef
 
 MAX_NEAR = MAX_PEEK_OFFSET + MAX_PEEK - 1
 """The furthest place a peek shows a message at: the last of a page at the deepest offset."""
@@ -31,14 +31,14 @@ NEAR_WINDOW = 100
 """Entries looked at on either side of ``near`` (the script's WINDOW)."""
 
 
-def discard(queue: Queue, message_id: str, near: int) -> bool:
+def discard(queue: QueueRef, message_id: str, near: int) -> bool:
     """``Queue.discard``."""
     ids = _checked(queue, message_id, near)
     reply = _take(queue, "delete", near, ids, token="", destination="")
     return bool(reply[1])
 
 
-def move_message(queue: Queue, message_id: str, destination: str | None, near: int) -> bool:
+def move_message(queue: QueueRef, message_id: str, destination: str | None, near: int) -> bool:
     """``Queue.move_message``."""
     ids = _checked(queue, message_id, near)
     client = queue._client
@@ -51,7 +51,8 @@ def move_message(queue: Queue, message_id: str, destination: str | None, near: i
                 f"a message of standard queue {queue.name!r} can move only to a standard queue, "
                 f"not to FIFO queue {destination!r}"
             )
-        client.get_queue(destination)  # raises QueueDoesNotExist: nothing is taken out
+        if not client.queue_exists(destination):  # nothing is taken out
+            raise QueueDoesNotExist(f"queue {destination!r} does not exist")
     else:
         # The queue it came from, read first so that a missing one is told before anything is
         # taken out. The script reads it again: the message may have gone meanwhile.
@@ -72,7 +73,7 @@ def move_message(queue: Queue, message_id: str, destination: str | None, near: i
     return True
 
 
-def _checked(queue: Queue, message_id: str, near: int) -> list[str]:
+def _checked(queue: QueueRef, message_id: str, near: int) -> list[str]:
     """The stored ids the message may have; raise InvalidParameter for what the call cannot do."""
     check_int("near", near, 0, MAX_NEAR)
     ids = stored_ids(message_id) if isinstance(message_id, str) else []
@@ -89,7 +90,9 @@ def _checked(queue: Queue, message_id: str, near: int) -> list[str]:
     return ids
 
 
-def _take(queue: Queue, mode: str, near: int, ids: list[str], *, token: str, destination: str) -> list[Any]:
+def _take(
+    queue: QueueRef, mode: str, near: int, ids: list[str], *, token: str, destination: str
+) -> list[Any]:
     client = queue._client
     other = ids[1] if len(ids) > 1 else ""
     args = [client._now_arg(), mode, near, ids[0], other, token, destination, queue.name]

@@ -19,7 +19,7 @@ from ..core._keys import QueueKeys
 from ._legacy import old_consumers_seen
 
 if TYPE_CHECKING:
-    from ..client._client import Client
+    from ._queues import Queues
 
 _MAX_STEPS = 1_000_000  # bounded steps per queue: a script that never says done is a bug
 
@@ -51,7 +51,7 @@ class QueueUpgrade:
         return f"{self.queue}: {was} -> layout {self.after}"
 
 
-def upgrade(client: Client, *, dry_run: bool = False, force: bool = False) -> list[QueueUpgrade]:
+def upgrade(client: Queues, *, dry_run: bool = False, force: bool = False) -> list[QueueUpgrade]:
     """Every queue (and shard) moved to ``LAYOUT``; see ``Client.upgrade``."""
     if not dry_run and not force:
         seen = old_consumers_seen(client)
@@ -74,7 +74,7 @@ def upgrade(client: Client, *, dry_run: bool = False, force: bool = False) -> li
     return done
 
 
-def _upgrade_one(client: Client, name: str, shard: str, dry_run: bool) -> QueueUpgrade:
+def _upgrade_one(client: Queues, name: str, shard: str, dry_run: bool) -> QueueUpgrade:
     keys = QueueKeys.of(shard)
     first = None
     for _ in range(_MAX_STEPS):
