@@ -55,9 +55,9 @@ import redis
 from _harness import Options, Run, redis_server
 
 import smq
-from smq._ids import new_ids
-from smq._message import encode_payload
-from smq._scripts import _definitions, _prelude_for, sources
+from smq.core._ids import new_ids
+from smq.core._message import encode_payload
+from smq.core._scripts import _definitions, _prelude_for, sources
 from smq.embedded import EmbeddedRedis
 
 BODY = ("0123456789abcdefghijklmnopqrstuvwxyz" * 3)[:100]
@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def scripts_at(rev: str) -> dict[str, str]:
     """smq's send, receive and delete as git revision ``rev`` had them, each with the helpers of
-    that revision's includes it uses (as ``smq._scripts`` builds them)."""
+    that revision's includes it uses (as ``smq.core._scripts`` builds them)."""
 
     def show(path: str) -> str:
         return subprocess.run(

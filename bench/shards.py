@@ -66,7 +66,7 @@ from _harness import (
 from redis.cluster import RedisCluster
 
 import smq
-from smq._keys import QueueKeys
+from smq.core._keys import QueueKeys
 from smq.embedded import EmbeddedCluster, EmbeddedRedis
 
 BATCH = 10

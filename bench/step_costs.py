@@ -73,7 +73,7 @@ def measure(admin: redis.Redis, step: Callable[[], int], calls: int) -> dict[str
     }
 
 
-def smq_steps(url: str, calls: int) -> tuple[dict[str, Callable[[], int]], Callable[[], None]]:
+def smq_steps(url: str) -> tuple[dict[str, Callable[[], int]], Callable[[], None]]:
     client = smq.Client(url)
     queue = client.create_queue("profile-smq")
     entries = [smq.SendEntry(f"m{i}", BODY) for i in range(BATCH)]
@@ -107,9 +107,7 @@ def smq_steps(url: str, calls: int) -> tuple[dict[str, Callable[[], int]], Calla
     return {"send": send, "receive": receive, "delete": delete, DELETE_AND_RECEIVE: delete_and_receive}, done
 
 
-def streams_steps(
-    address: dict[str, Any], calls: int
-) -> tuple[dict[str, Callable[[], int]], Callable[[], None]]:
+def streams_steps(address: dict[str, Any]) -> tuple[dict[str, Callable[[], int]], Callable[[], None]]:
     connection = redis.Redis(**address)
     name = "profile-streams"
     connection.xgroup_create(name, GROUP, id="$", mkstream=True)
@@ -168,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
                 for round_number in run.each_round(args.repeat):
                     for system in ("smq", "streams"):
                         if system == "smq":
-                            steps, done = smq_steps(f"redis://127.0.0.1:{server.port}/0", args.calls)
+                            steps, done = smq_steps(f"redis://127.0.0.1:{server.port}/0")
                         else:
-                            steps, done = streams_steps(address, args.calls)
+                            steps, done = streams_steps(address)
                         # Sends first (so receives find messages), then receives, then deletes;
                         # then as many sends again, not measured, for delete_and_receive to take.
                         for step in STEPS:

@@ -49,10 +49,10 @@ from _harness import (
 )
 
 import smq
-from smq._ids import new_ids
-from smq._keys import QueueKeys
-from smq._message import encode_payload
-from smq._scripts import sources
+from smq.core._ids import new_ids
+from smq.core._keys import QueueKeys
+from smq.core._message import encode_payload
+from smq.core._scripts import sources
 from smq.embedded import EmbeddedRedis
 
 SYSTEMS = ("smq", "smq-separate", "rsmq", "kombu", "streams")

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import (
+    BackendError,
     InvalidParameter,
     MoveTaskActive,
     MoveTaskNotFound,
     OutcomeUnknown,
     QueueDoesNotExist,
-    BackendError,
     SmqError,
     Status,
 )
