@@ -34,6 +34,15 @@ import smq.aio
 from smq.embedded import EmbeddedCluster, EmbeddedRedis, server_identity
 from worker_support import Running
 
+#: The JVMs of the Spark tests live for seconds to minutes: the quick compiler only (C2's
+#: optimising compile of Spark's code costs more CPU than it saves in that time) and one GC
+#: thread. On 2 cores this about halves the CPU of a Spark job (a standalone-cluster job: 170 s
+#: of CPU to 86 s); it changes nothing a test checks. Every driver (spark-submit, and PySpark's
+#: local sessions through it) reads SPARK_SUBMIT_OPTS; tests/spark_cluster.py gives it to the
+#: cluster's daemons and executors.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
+
 # -- the order of the run, and what runs together on pytest-xdist's workers ----------------
 
 #: The files that take longest, slowest first (measured one after the other on 2 cores). They start
