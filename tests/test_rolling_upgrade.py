@@ -230,7 +230,7 @@ def test_a_layout_outside_this_versions_range_is_refused(
 def test_the_scripts_smq_looks_for_are_those_of_the_0_2_0_consumer(old: OldClient) -> None:
     shas = old.run(
         """
-        import smq.core._scripts as scripts
+        import smq._scripts as scripts  # the 0.2.0 layout
         result = sorted({scripts.sources(sharded)[name].sha for sharded in (False, True)
                          for name in ("receive", "move_out")})
         """
