@@ -26,6 +26,7 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+import spark_jvm
 from aio_support import Blocked
 from redis.cluster import RedisCluster
 
@@ -34,14 +35,11 @@ import smq.aio
 from smq.embedded import EmbeddedCluster, EmbeddedRedis, server_identity
 from worker_support import Running
 
-#: The JVMs of the Spark tests live for seconds to minutes: the quick compiler only (C2's
-#: optimising compile of Spark's code costs more CPU than it saves in that time) and one GC
-#: thread. On 2 cores this about halves the CPU of a Spark job (a standalone-cluster job: 170 s
-#: of CPU to 86 s); it changes nothing a test checks. Every driver (spark-submit, and PySpark's
-#: local sessions through it) reads SPARK_SUBMIT_OPTS; tests/spark_cluster.py gives it to the
-#: cluster's daemons and executors.
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
+#: The Spark tests' JVMs take the options of ``spark_jvm.py`` (which says why): the quick compiler
+#: from the start, and the class archive once a Spark test asks for it (``_spark_jvms``). Every
+#: driver (spark-submit, and PySpark's local sessions through it) reads SPARK_SUBMIT_OPTS;
+#: tests/spark_cluster.py gives the options to the cluster's daemons and executors.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_jvm.QUICK)
 
 # -- the order of the run, and what runs together on pytest-xdist's workers ----------------
 
@@ -89,6 +87,26 @@ GROUPS = {
 #: Files whose tests go to the workers one by one: each test is long and starts what it needs. The
 #: tests of every other file stay together on one worker, so its module fixtures are made once.
 ONE_BY_ONE = {"test_chaos.py", "test_sentinel.py"}
+
+
+#: Files whose tests start Spark JVMs of their own (spark-submit, a Python that makes a session),
+#: besides the ``spark`` fixture's and tests/spark_cluster.py's: see ``_spark_jvms``.
+STARTS_SPARK_JVMS = {
+    "test_spark_analyze.py",
+    "test_spark_connect.py",
+    "test_spark_docs.py",
+    "test_spark_read.py",
+    "test_spark_stream.py",
+    "test_spark_zip.py",
+}
+
+
+@pytest.fixture(autouse=True)
+def _spark_jvms(request: pytest.FixtureRequest) -> None:
+    """Before a test that starts Spark JVMs: they get ``spark_jvm.options()`` (the class archive
+    made first, once for the run, where it is missing)."""
+    if "spark" in request.fixturenames or request.node.path.name in STARTS_SPARK_JVMS:
+        spark_jvm.use_in_this_process()
 
 
 def _group(nodeid: str) -> str:
@@ -564,6 +582,7 @@ def spark() -> Iterator[Any]:
     """
     from smq.spark import spark_session
 
+    spark_jvm.use_in_this_process()  # a session fixture is made before the autouse _spark_jvms
     session = spark_session(
         "local[2,3]",
         app_name="smq-tests",

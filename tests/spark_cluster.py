@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conftest import SHORT_LIVED_JVM, patience
+import spark_jvm
+
+from conftest import patience
 from smq.embedded import free_port
 from smq.spark import java_home
 
@@ -157,7 +159,7 @@ def _environment(folder: Path) -> dict[str, str]:
     env["SPARK_MASTER_OPTS"] += " -Dspark.master.rest.enabled=false"
     # Set, so that spark-class need not find it by running whichever python3 is on PATH.
     env["SPARK_HOME"] = str(spark_home())
-    env["SPARK_DAEMON_JAVA_OPTS"] = SHORT_LIVED_JVM
+    env["SPARK_DAEMON_JAVA_OPTS"] = spark_jvm.options()
     return env
 
 
@@ -314,8 +316,13 @@ def submit(
     (with ``new_session``, as a process group of its own, for a kill -9 of the whole driver)."""
     command = [SMQ, "spark-submit", "--master", master]
     command += ["--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=512m"]
-    command += ["--conf", f"spark.driver.extraJavaOptions={SHORT_LIVED_JVM}"]
-    command += ["--conf", f"spark.executor.extraJavaOptions={SHORT_LIVED_JVM}"]
+    jvm = spark_jvm.options()
+    command += [
+        "--conf",
+        f"spark.driver.extraJavaOptions={jvm}",
+        "--conf",
+        f"spark.executor.extraJavaOptions={jvm}",
+    ]
     command += [*options, str(job)]
     return subprocess.Popen(
         command,
