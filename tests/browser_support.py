@@ -106,6 +106,13 @@ class Browser:
     def script(self, source: str, *args: Any) -> Any:
         return self.command("WebDriver:ExecuteScript", {"script": source, "args": list(args)})
 
+    def forget(self, url: str) -> None:
+        """Delete the cookies ``url`` sees (a sign-in's, say), then show a blank page: the next test
+        starts signed out, as in a new browser."""
+        self.get(url)
+        self.command("WebDriver:DeleteAllCookies", {})
+        self.get("about:blank")
+
     def screenshot(self, path: Path) -> None:
         path.write_bytes(base64.b64decode(self.command("WebDriver:TakeScreenshot", {})))
 
@@ -151,6 +158,7 @@ _CHROMEDRIVER = {
     "WebDriver:GetElementText": ("GET", "/element/{id}/text"),
     "WebDriver:ExecuteScript": ("POST", "/execute/sync"),
     "WebDriver:TakeScreenshot": ("GET", "/screenshot"),
+    "WebDriver:DeleteAllCookies": ("DELETE", "/cookie"),
 }
 
 

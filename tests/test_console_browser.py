@@ -31,19 +31,30 @@ def served(keyed_server: tuple[Server, smq.Client]) -> tuple[Server, smq.Client]
     return server, client
 
 
-@pytest.fixture(params=BROWSERS)
+@pytest.fixture(scope="module", params=BROWSERS)
 def kind(request: pytest.FixtureRequest) -> str:
     """Which browser: each test runs in Chromium and in Firefox."""
     return str(request.param)
 
 
+@pytest.fixture(scope="module")
+def one_browser(kind: str) -> Iterator[list[Browser]]:
+    """One browser of ``kind`` for the module's tests (each start costs some 4 CPU seconds), in a
+    list so that a test that leaves it unusable gets it replaced."""
+    held = [open_browser(kind)]
+    yield held
+    held[0].close()
+
+
 @pytest.fixture
-def browser(kind: str) -> Iterator[Browser]:
-    made = open_browser(kind)
+def browser(one_browser: list[Browser], kind: str, keyed_server: tuple[Server, smq.Client]) -> Browser:
+    """The module's browser of this kind, signed out of the console and on a blank page."""
     try:
-        yield made
-    finally:
-        made.close()
+        one_browser[0].forget(f"{keyed_server[0].url}/console/")
+    except (OSError, RuntimeError):
+        one_browser[0].close()
+        one_browser[0] = open_browser(kind)
+    return one_browser[0]
 
 
 def screenshot(browser: Browser, name: str, tmp_path: Path) -> None:
