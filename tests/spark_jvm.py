@@ -88,9 +88,9 @@ def class_archive() -> Path | None:
     from conftest import file_lock
     from spark_cluster import spark_java_home
 
-    java = Path(spark_java_home()) / "bin" / "java"
-    made = java.resolve().stat()
-    key = hashlib.sha256(f"{java.resolve()} {made.st_size} {made.st_mtime_ns}".encode()).hexdigest()[:12]
+    java = (Path(spark_java_home()) / "bin" / "java").resolve()
+    made = java.stat()
+    key = hashlib.sha256(f"{java} {made.st_size} {made.st_mtime_ns}".encode()).hexdigest()[:12]
     archive = _CACHE / f"pyspark-{pyspark.__version__}-java-{key}.jsa"
     with file_lock(_CACHE / "dump.lock"):
         if archive.exists():
